@@ -1,0 +1,711 @@
+#!/usr/bin/env python3
+"""IteraGPU Lab v1: weight-memory estimate and bounded GPU measurement of a synthetic MLP.
+
+Three subcommands:
+
+* ``estimate``: weight memory from a parameter count and a storage width. Standard library
+  only, no GPU. Same flags and ``--json`` keys as ``lab estimate``.
+* ``environment --device cuda:N``: what this Python, its PyTorch and the GPU at that index
+  report. A diagnostic: it exits 0 and says "not available" when PyTorch or the GPU is missing.
+* ``measure --device cuda:N ... --output FILE``: runs ``Linear -> GELU -> Linear`` on that GPU,
+  phase by phase, and writes one new JSON document (schema ``iteragpu-lab/measurement/v1``).
+  Without an importable PyTorch or without that GPU it prints one line and exits 2, writing
+  nothing; it never falls back to the CPU. A failure during the run (out of memory) exits 1.
+
+PyTorch is imported only inside ``environment`` and ``measure``. The code between the
+``# notebook-cell: NAME`` and ``# end-notebook-cell`` markers is copied verbatim into the
+notebook ``mesure-memoire.ipynb`` by ``cargo xtask notebook``: edit it here, then regenerate.
+"""
+
+# notebook-cell: imports
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+
+# end-notebook-cell
+
+import argparse
+import sys
+
+# notebook-cell: common
+TOOL = {"name": "iteragpu-lab", "version": "1.0.0", "implementation": "python"}
+SCHEMA_ID = "iteragpu-lab/measurement/v1"
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_INTEGER = re.compile(r"\+?[0-9]+")
+_U64_MAX = 2**64 - 1
+
+
+class KitError(Exception):
+    """A failure reported to the user as one line.
+
+    ``exit_code`` is 2 for bad input or a missing prerequisite (nothing was written) and 1
+    for a failure during the work itself (nothing was written either).
+    """
+
+    def __init__(self, message, exit_code=2):
+        """Keeps the one-line message (newlines folded) and the exit code."""
+        super().__init__(" ".join(str(message).split()))
+        self.exit_code = exit_code
+
+
+def parse_int(name, value, minimum, maximum=_U64_MAX):
+    """Returns ``value`` as an int in ``[minimum, maximum]``, or raises KitError (exit 2).
+
+    Accepts an int (not a bool) or a string of ASCII digits with an optional leading ``+``,
+    the same syntax as an unsigned integer on ``lab``'s command line. Rejects decimals,
+    exponents, separators and spaces.
+    """
+    if isinstance(value, bool):
+        raise KitError(f"{name} must be an integer, not {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and _INTEGER.fullmatch(value):
+        number = int(value)
+    else:
+        raise KitError(f"{name} must be a whole number, got {value!r}")
+    if number < minimum:
+        if minimum == 1:
+            raise KitError(f"{name} must be a positive integer (1 or more), got {value!r}")
+        raise KitError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if number > maximum:
+        raise KitError(f"{name} is too large (at most {maximum}), got {value!r}")
+    return number
+
+
+def format_decimal(value, places=6):
+    """Formats a Decimal with exactly ``places`` decimals, rounding half to even."""
+    with localcontext() as context:
+        context.prec = 200
+        return str(value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN))
+
+
+# end-notebook-cell
+
+# notebook-cell: estimate
+EXCLUDED_FROM_ESTIMATE = [
+    "activations",
+    "kv_cache",
+    "quantization_metadata",
+    "gradients",
+    "optimizer_states",
+    "libraries_and_runtime",
+]
+_RESERVE = re.compile(r"\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_RESERVE_MAX = Decimal(10) ** 15
+
+
+def parse_reserve_gib(value):
+    """Returns the reserve (GiB) as an exact Decimal >= 0, or raises KitError (exit 2).
+
+    The reserve is an assumption the user chooses, not a measurement. Accepts an int, a
+    Decimal or a decimal string (``4``, ``0.5``, ``1e1``); rejects negative, non-finite
+    (``inf``, ``nan``) and absurdly large values (over 10^15 GiB).
+    """
+    if isinstance(value, bool):
+        raise KitError(f"--reserve-gib must be a number of GiB, not {value!r}")
+    if isinstance(value, float):
+        value = repr(value)
+    text = str(value).strip() if isinstance(value, (int, Decimal)) else value
+    if not isinstance(text, str):
+        raise KitError(f"--reserve-gib must be a number of GiB, got {value!r}")
+    lowered = text.lower().lstrip("+-")
+    if lowered in ("inf", "infinity", "nan", "snan"):
+        raise KitError(f"--reserve-gib must be a finite number of GiB, got {value!r}")
+    if text.startswith("-"):
+        raise KitError(f"--reserve-gib must not be negative, got {value!r}")
+    if not _RESERVE.fullmatch(text):
+        raise KitError(f"--reserve-gib must be a decimal number of GiB such as 4 or 0.5, got {value!r}")
+    try:
+        reserve = Decimal(text)
+    except InvalidOperation:
+        raise KitError(f"--reserve-gib must be a decimal number of GiB, got {value!r}") from None
+    if reserve > _RESERVE_MAX:
+        raise KitError(f"--reserve-gib is too large (at most 10^15 GiB), got {value!r}")
+    return reserve
+
+
+def bytes_per_parameter(bits):
+    """Storage bytes of one parameter: the bit width rounded up to whole bytes (12 -> 2)."""
+    return (bits + 7) // 8
+
+
+def estimate_weights(parameters, bits, reserve_gib=0):
+    """Weight memory of ``parameters`` values stored on ``bits`` bits each, plus a reserve.
+
+    Exact decimal arithmetic; GiB = bytes / 2^30, GB = bytes / 10^9; the printed values are
+    rounded half to even to 6 decimals. Returns the same keys, in the same order, as
+    ``lab estimate --json``. Raises KitError (exit 2) on bad input.
+    """
+    parameters = parse_int("--parameters", parameters, 1)
+    bits = parse_int("--bits", bits, 1, 2**32 - 1)
+    reserve = parse_reserve_gib(reserve_gib)
+    per_parameter = bytes_per_parameter(bits)
+    weights_bytes = parameters * per_parameter
+    if weights_bytes > _U64_MAX:
+        raise KitError(
+            f"the weights would take {weights_bytes} bytes, more than a 64-bit count holds; "
+            "check --parameters and --bits"
+        )
+    with localcontext() as context:
+        context.prec = 200
+        weights_gib = Decimal(weights_bytes) / Decimal(2**30)
+        weights_gb = Decimal(weights_bytes) / Decimal(10**9)
+        total_gib = weights_gib + reserve
+    return {
+        "parameters": parameters,
+        "bits": bits,
+        "bytes_per_parameter": per_parameter,
+        "weights_bytes": weights_bytes,
+        "weights_gib": format_decimal(weights_gib),
+        "weights_gb": format_decimal(weights_gb),
+        "reserve_gib": format_decimal(reserve),
+        "total_gib": format_decimal(total_gib),
+        "excluded": list(EXCLUDED_FROM_ESTIMATE),
+    }
+
+
+def estimate_text(result):
+    """A short readable summary of an ``estimate_weights`` result."""
+    return "\n".join(
+        [
+            f"parameters:          {result['parameters']}",
+            f"bits per parameter:  {result['bits']} -> {result['bytes_per_parameter']} byte(s)"
+            " (rounded up to whole bytes)",
+            f"weights:             {result['weights_bytes']} bytes"
+            f" = {result['weights_gib']} GiB (2^30) = {result['weights_gb']} GB (10^9)",
+            f"reserve (assumed):   {result['reserve_gib']} GiB",
+            f"total:               {result['total_gib']} GiB",
+            "not included:        " + ", ".join(result["excluded"]),
+            "This is arithmetic on the weights only; it does not predict whether a real model"
+            " fits a card.",
+        ]
+    )
+
+
+# end-notebook-cell
+
+# notebook-cell: environment
+def parse_device(device):
+    """Returns the GPU index of a ``cuda:N`` device string, or raises KitError (exit 2).
+
+    The device is always named explicitly: ``cpu``, ``mps``, a bare ``cuda`` and anything
+    else are refused with a line saying what to write instead. ROCm builds of PyTorch also
+    name their GPUs ``cuda:N``.
+    """
+    text = str(device).strip()
+    match = re.fullmatch(r"cuda:([0-9]+)", text)
+    if match:
+        return parse_int("the device index", match.group(1), 0, 2**31 - 1)
+    if text == "cuda":
+        raise KitError("name the GPU index explicitly, e.g. --device cuda:0 (a bare 'cuda' is refused)")
+    if text == "cpu":
+        raise KitError(
+            "'cpu' is not a GPU: this tool measures a GPU and never falls back to the CPU; "
+            "use --device cuda:N"
+        )
+    if text == "mps" or text.startswith("mps:"):
+        raise KitError(
+            f"'{text}' (Apple Metal) is not supported: the measurement needs a CUDA or ROCm GPU "
+            "named cuda:N"
+        )
+    raise KitError(f"unrecognised device {text!r}: write cuda:N, e.g. --device cuda:0 (ROCm GPUs are cuda:N too)")
+
+
+def import_torch():
+    """Imports PyTorch; returns ``(torch, None)`` or ``(None, one-line reason)``."""
+    try:
+        import torch  # noqa: PLC0415 (imported here on purpose: only these steps need it)
+    except Exception as error:  # ImportError, or a broken install raising something else
+        return None, f"{type(error).__name__}: {error}"
+    return torch, None
+
+
+def _driver_version():
+    """Driver version from the vendor tool when it is on PATH, labelled with its source.
+
+    Returns ``{"version": ..., "source": ...}`` or None. Asks only for the driver version.
+    """
+    if shutil.which("nvidia-smi"):
+        command = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        try:
+            answer = subprocess.run(command, capture_output=True, text=True, timeout=20, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        lines = [line.strip() for line in answer.stdout.splitlines() if line.strip()]
+        if answer.returncode == 0 and lines:
+            return {"version": lines[0], "source": "nvidia-smi --query-gpu=driver_version"}
+    if shutil.which("rocm-smi"):
+        try:
+            answer = subprocess.run(
+                ["rocm-smi", "--showdriverversion"], capture_output=True, text=True, timeout=20, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        for line in answer.stdout.splitlines():
+            if "driver version" in line.lower():
+                return {"version": line.split(":")[-1].strip(), "source": "rocm-smi --showdriverversion"}
+    return None
+
+
+def _tf32_matmul_allowed(torch):
+    """Whether PyTorch lets float32 matmuls use TF32 (default off; this tool never changes it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
+def collect_environment(device, torch=None, reason=None):
+    """Describes this Python, its PyTorch and the GPU ``device`` (``cuda:N``).
+
+    Keys of the measurement schema's ``environment`` object, plus diagnostic ones
+    (``torch_available``, ``torch_error``, ``gpu_available``, ``device_available``,
+    ``driver``). Values that cannot be known are None. Collects no environment variable,
+    host name or user name. ``torch``/``reason`` come from ``import_torch`` when the caller
+    has already imported it.
+    """
+    index = parse_device(device)
+    if torch is None and reason is None:
+        torch, reason = import_torch()
+    env = {
+        "runtime": {"language": "Python", "version": platform.python_version()},
+        "torch_available": torch is not None,
+        "torch_error": reason,
+        "torch_version": None,
+        "cuda_build_version": None,
+        "hip_build_version": None,
+        "gpu_available": False,
+        "device": f"cuda:{index}",
+        "device_available": False,
+        "device_name": None,
+        "compute_capability": None,
+        "total_memory_bytes": None,
+        "multiprocessor_count": None,
+        "device_count": 0,
+        "tf32_matmul_allowed": None,
+        "driver": None,
+    }
+    if torch is None:
+        return env
+    env["torch_version"] = str(torch.__version__)
+    env["cuda_build_version"] = getattr(torch.version, "cuda", None)
+    env["hip_build_version"] = getattr(torch.version, "hip", None)
+    env["tf32_matmul_allowed"] = _tf32_matmul_allowed(torch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env["gpu_available"] = bool(torch.cuda.is_available())
+        env["device_count"] = int(torch.cuda.device_count()) if env["gpu_available"] else 0
+    if index < env["device_count"]:
+        properties = torch.cuda.get_device_properties(index)
+        major, minor = torch.cuda.get_device_capability(index)
+        env["device_available"] = True
+        env["device_name"] = str(properties.name)
+        env["compute_capability"] = f"{major}.{minor}"
+        env["total_memory_bytes"] = int(properties.total_memory)
+        env["multiprocessor_count"] = int(properties.multi_processor_count)
+    if env["gpu_available"]:
+        env["driver"] = _driver_version()
+    return env
+
+
+def environment_text(env):
+    """A short readable summary of a ``collect_environment`` result."""
+
+    def shown(value):
+        """The value, or 'not available' when it is None."""
+        return "not available" if value is None else str(value)
+
+    lines = [
+        f"tool:              {TOOL['name']} {TOOL['version']} ({TOOL['implementation']})",
+        f"python:            {env['runtime']['version']}",
+        f"pytorch:           {shown(env['torch_version'])}"
+        + (f" ({env['torch_error']})" if env["torch_error"] else ""),
+        f"built for CUDA:    {shown(env['cuda_build_version'])}",
+        f"built for HIP:     {shown(env['hip_build_version'])}",
+        f"GPUs visible:      {env['device_count']}",
+    ]
+    if env["device_available"]:
+        lines += [
+            f"{env['device']}:            {env['device_name']}",
+            f"compute capability: {env['compute_capability']}",
+            f"total memory:      {env['total_memory_bytes']} bytes"
+            f" ({format_decimal(Decimal(env['total_memory_bytes']) / Decimal(2**30), 2)} GiB, as announced"
+            " by the runtime)",
+            f"multiprocessors:   {env['multiprocessor_count']}",
+        ]
+    else:
+        lines.append(f"{env['device']}:            not available")
+    lines.append(f"TF32 matmul:       {shown(env['tf32_matmul_allowed'])}")
+    driver = env["driver"]
+    lines.append(
+        f"driver:            {driver['version']} (from {driver['source']})"
+        if driver
+        else "driver:            not reported (check it with the vendor tool: nvidia-smi or rocm-smi)"
+    )
+    lines.append("The CUDA/HIP version above is the one PyTorch was built with, not the driver's.")
+    return "\n".join(lines)
+
+
+# end-notebook-cell
+
+# notebook-cell: measure
+PHASES = ("model_load", "inputs", "cold_forward", "warmup", "warm_forward")
+
+
+def synthetic_model_info(batch, context, width, dtype):
+    """Sizes of the synthetic MLP ``Linear(width, 4*width) -> GELU -> Linear(4*width, width)``.
+
+    Parameters include both biases; FLOPs count the two matmuls only (2 per multiply-add).
+    """
+    hidden = 4 * width
+    dtype_bytes = DTYPE_BYTES[dtype]
+    parameters = width * hidden + hidden + hidden * width + width
+    return {
+        "architecture": f"Linear({width}->{hidden}, bias) -> GELU(erf) -> Linear({hidden}->{width}, bias)",
+        "width": width,
+        "hidden": hidden,
+        "parameters": parameters,
+        "dtype_bytes": dtype_bytes,
+        "parameter_bytes": parameters * dtype_bytes,
+        "input_bytes": batch * context * width * dtype_bytes,
+        "output_bytes": batch * context * width * dtype_bytes,
+        "flops_per_forward": 2 * batch * context * (width * hidden + hidden * width),
+    }
+
+
+def check_new_output(path):
+    """Refuses (KitError, exit 2) an output path that exists or whose folder does not."""
+    path = os.fspath(path)
+    if os.path.lexists(path):
+        raise KitError(f"{path} already exists: choose a new file name (results are never overwritten)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise KitError(f"the folder of {path} does not exist: create it first or choose another path")
+
+
+def write_new_json(path, document):
+    """Writes ``document`` to ``path`` atomically, refusing to replace an existing file.
+
+    The JSON goes to a temporary file in the same folder, is flushed to disk, then linked to
+    its final name (which fails if the name appeared meanwhile), with the usual permissions
+    (0666 minus the umask). Where hard links are not
+    supported, a rename is used after a last existence check. No temporary file is left
+    behind on failure.
+    """
+    path = os.fspath(path)
+    check_new_output(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".mesure-", suffix=".json.tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=2, ensure_ascii=False)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            raise KitError(f"{path} appeared during the run: nothing was overwritten") from None
+        except OSError:
+            if os.path.lexists(path):
+                raise KitError(f"{path} appeared during the run: nothing was overwritten") from None
+            os.replace(temporary, path)
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def require_gpu(device):
+    """Imports PyTorch and checks that ``device`` is a visible GPU; returns ``(torch, index)``.
+
+    Raises KitError (exit 2) with what is missing and how to fix it; never selects the CPU.
+    """
+    index = parse_device(device)
+    torch, reason = import_torch()
+    if torch is None:
+        raise KitError(
+            f"PyTorch cannot be imported ({reason}): run this with the Python that has a "
+            "PyTorch build matching the GPU driver (CUDA or ROCm), or install one; nothing was measured"
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        available = bool(torch.cuda.is_available())
+        count = int(torch.cuda.device_count()) if available else 0
+    if not available or count == 0:
+        raise KitError(
+            f"PyTorch {torch.__version__} sees no GPU (built for CUDA {torch.version.cuda}, "
+            f"HIP {getattr(torch.version, 'hip', None)}): check the driver with nvidia-smi or "
+            "rocm-smi and that this PyTorch build matches it; nothing was measured"
+        )
+    if index >= count:
+        raise KitError(
+            f"cuda:{index} does not exist: PyTorch sees {count} GPU(s), cuda:0 to cuda:{count - 1}; "
+            "nothing was measured"
+        )
+    return torch, index
+
+
+def _run_phase(torch, device, phase, repetition, passes, action):
+    """Runs one phase with the protocol of SPEC section 4 and returns ``(row, result)``.
+
+    Synchronize; read baseline allocated/reserved; reset the peak counters; record a CUDA
+    start event; run ``action``; record the end event; synchronize; read end and peak
+    counters. ``result`` (the model, the input or the last output) is still alive at the
+    end reading; the caller decides when to free it. Wall time spans the whole step.
+    """
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    began = time.perf_counter()
+    torch.cuda.synchronize(device)
+    baseline_allocated = torch.cuda.memory_allocated(device)
+    baseline_reserved = torch.cuda.memory_reserved(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    start.record()
+    result = action()
+    end.record()
+    torch.cuda.synchronize(device)
+    wall_seconds = time.perf_counter() - began
+    row = {
+        "phase": phase,
+        "repetition": repetition,
+        "forward_passes": passes,
+        "wall_seconds": wall_seconds,
+        "gpu_seconds": start.elapsed_time(end) / 1000.0,
+        "baseline_allocated_bytes": baseline_allocated,
+        "baseline_reserved_bytes": baseline_reserved,
+        "end_allocated_bytes": torch.cuda.memory_allocated(device),
+        "end_reserved_bytes": torch.cuda.memory_reserved(device),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+    }
+    return row, result
+
+
+def run_measurement(device, batch, context, width, dtype="float32", warmup=1, repeats=2, seed=0):
+    """Measures the synthetic MLP on ``device`` and returns the measurement document (a dict).
+
+    Phases: model_load, inputs, cold_forward, warmup (all warm-up passes in one row, also
+    when there are none), then one warm_forward row per repetition. Each forward's output is
+    alive at its phase's end reading and freed right after it, before the next phase starts;
+    weights, input and the allocator cache persist (no empty_cache). No gradients, no
+    autocast; TF32 is left as PyTorch has it and recorded. Raises KitError: exit 2 for bad
+    input, missing PyTorch or GPU; exit 1 for a failure during the run (out of memory).
+    """
+    batch = parse_int("--batch", batch, 1)
+    context = parse_int("--context", context, 1)
+    width = parse_int("--width", width, 1)
+    warmup = parse_int("--warmup", warmup, 0)
+    repeats = parse_int("--repeats", repeats, 1)
+    seed = parse_int("--seed", seed, 0, 2**63 - 1)
+    if dtype not in DTYPE_BYTES:
+        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got {dtype!r}")
+    torch, index = require_gpu(device)
+    created_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    environment = collect_environment(f"cuda:{index}", torch=torch)
+    model_info = synthetic_model_info(batch, context, width, dtype)
+    torch_dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    gpu = torch.device("cuda", index)
+    hidden = model_info["hidden"]
+    phases = []
+    phase = "model_load"
+
+    def build_model():
+        """Builds and seeds the MLP on the CPU in the requested dtype, then moves it to the GPU."""
+        torch.manual_seed(seed)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(width, hidden, bias=True, dtype=torch_dtype),
+            torch.nn.GELU(approximate="none"),
+            torch.nn.Linear(hidden, width, bias=True, dtype=torch_dtype),
+        )
+        return model.to(gpu).eval()
+
+    def make_input():
+        """Creates the ``[batch, context, width]`` input directly on the GPU from the seed."""
+        generator = torch.Generator(device=gpu)
+        generator.manual_seed(seed)
+        return torch.randn((batch, context, width), dtype=torch_dtype, device=gpu, generator=generator)
+
+    try:
+        with torch.cuda.device(gpu), torch.no_grad():
+            row, model = _run_phase(torch, gpu, phase, None, 0, build_model)
+            phases.append(row)
+            phase = "inputs"
+            row, inputs = _run_phase(torch, gpu, phase, None, 0, make_input)
+            phases.append(row)
+            phase = "cold_forward"
+            row, output = _run_phase(torch, gpu, phase, None, 1, lambda: model(inputs))
+            phases.append(row)
+            del output
+
+            def warm_up():
+                """All warm-up passes; each previous output is freed before the next pass."""
+                last = None
+                for _ in range(warmup):
+                    last = None
+                    last = model(inputs)
+                return last
+
+            phase = "warmup"
+            row, output = _run_phase(torch, gpu, phase, None, warmup, warm_up)
+            phases.append(row)
+            del output
+            phase = "warm_forward"
+            for repetition in range(1, repeats + 1):
+                row, output = _run_phase(torch, gpu, phase, repetition, 1, lambda: model(inputs))
+                phases.append(row)
+                del output
+            del model, inputs
+    except KitError:
+        raise
+    except Exception as error:
+        oom_type = getattr(torch.cuda, "OutOfMemoryError", ())
+        if (oom_type and isinstance(error, oom_type)) or "out of memory" in str(error).lower():
+            raise KitError(
+                f"out of memory on cuda:{index} during {phase} (batch {batch}, context {context}, "
+                f"width {width}, {dtype}): reduce one dimension and retry in a new process; no file was written",
+                exit_code=1,
+            ) from None
+        raise KitError(
+            f"the measurement failed during {phase}: {type(error).__name__}: {error}; no file was written",
+            exit_code=1,
+        ) from None
+    environment["tf32_matmul_allowed"] = _tf32_matmul_allowed(torch)
+    return {
+        "schema": SCHEMA_ID,
+        "tool": dict(TOOL),
+        "created_utc": created_utc,
+        "environment": environment,
+        "configuration": {
+            "device": f"cuda:{index}",
+            "batch": batch,
+            "context": context,
+            "width": width,
+            "dtype": dtype,
+            "warmup": warmup,
+            "repeats": repeats,
+            "seed": seed,
+        },
+        "synthetic_model": model_info,
+        "phases": phases,
+    }
+
+
+def phases_text(document):
+    """A readable table of the phase rows of a measurement document (bytes and seconds)."""
+    header = (
+        f"{'phase':<13}{'rep':>4}{'wall s':>11}{'gpu s':>11}{'base alloc':>14}{'end alloc':>14}"
+        f"{'peak alloc':>14}{'end reserved':>14}{'peak reserved':>15}"
+    )
+    lines = [header]
+    for row in document["phases"]:
+        repetition = "" if row["repetition"] is None else str(row["repetition"])
+        lines.append(
+            f"{row['phase']:<13}{repetition:>4}{row['wall_seconds']:>11.6f}{row['gpu_seconds']:>11.6f}"
+            f"{row['baseline_allocated_bytes']:>14}{row['end_allocated_bytes']:>14}"
+            f"{row['peak_allocated_bytes']:>14}{row['end_reserved_bytes']:>14}{row['peak_reserved_bytes']:>15}"
+        )
+    return "\n".join(lines)
+
+
+# end-notebook-cell
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message):
+        """Prints ``mesure_memoire.py: error: MESSAGE`` and exits 2."""
+        self.exit(2, f"mesure_memoire.py: error: {' '.join(message.split())}\n")
+
+
+def build_parser():
+    """The command-line parser: subcommands estimate, environment and measure."""
+    parser = _Parser(
+        prog="mesure_memoire.py",
+        description="IteraGPU Lab v1: weight-memory estimate and bounded GPU measurement.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    estimate = commands.add_parser("estimate", help="weight memory from parameters and bits (no GPU)")
+    estimate.add_argument("--parameters", required=True, help="number of parameters, a positive integer")
+    estimate.add_argument("--bits", required=True, help="storage bits per parameter, rounded up to bytes")
+    estimate.add_argument("--reserve-gib", default="0", help="assumed extra GiB added to the total (default 0)")
+    estimate.add_argument("--json", action="store_true", help="print one JSON object")
+    estimate.set_defaults(handler=_cli_estimate)
+    environment = commands.add_parser("environment", help="what Python, PyTorch and the GPU report")
+    environment.add_argument("--device", required=True, help="GPU to describe, e.g. cuda:0")
+    environment.add_argument("--json", action="store_true", help="print one JSON object")
+    environment.set_defaults(handler=_cli_environment)
+    measure = commands.add_parser("measure", help="bounded measurement of the synthetic MLP on a GPU")
+    measure.add_argument("--device", required=True, help="GPU to measure, e.g. cuda:0 (no default)")
+    measure.add_argument("--batch", required=True, help="batch size, >= 1")
+    measure.add_argument("--context", required=True, help="positions per sample, >= 1 (no attention)")
+    measure.add_argument("--width", required=True, help="model width; hidden = 4 x width")
+    measure.add_argument("--dtype", default="float32", help="float32 (default), float16 or bfloat16")
+    measure.add_argument("--warmup", default="1", help="warm-up passes, >= 0 (default 1)")
+    measure.add_argument("--repeats", default="2", help="measured passes after warm-up, >= 1 (default 2)")
+    measure.add_argument("--seed", default="0", help="seed of weights and input (default 0)")
+    measure.add_argument("--output", required=True, help="new JSON file to write (never overwritten)")
+    measure.set_defaults(handler=_cli_measure)
+    return parser
+
+
+def _cli_estimate(args):
+    """``estimate``: prints the estimate as text or JSON; returns the exit code."""
+    result = estimate_weights(args.parameters, args.bits, args.reserve_gib)
+    print(json.dumps(result, indent=2) if args.json else estimate_text(result))
+    return 0
+
+
+def _cli_environment(args):
+    """``environment``: prints the diagnostic as text or JSON; exits 0 even without a GPU."""
+    env = collect_environment(args.device)
+    if args.json:
+        print(json.dumps({"tool": dict(TOOL), **env}, indent=2))
+    else:
+        print(environment_text(env))
+    return 0
+
+
+def _cli_measure(args):
+    """``measure``: validates everything, measures, writes the new JSON file; returns 0."""
+    for name in ("batch", "context", "width", "warmup", "repeats", "seed"):
+        minimum = 0 if name in ("warmup", "seed") else 1
+        parse_int(f"--{name}", getattr(args, name), minimum, 2**63 - 1 if name == "seed" else _U64_MAX)
+    if args.dtype not in DTYPE_BYTES:
+        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got {args.dtype!r}")
+    parse_device(args.device)
+    check_new_output(args.output)
+    document = run_measurement(
+        args.device, args.batch, args.context, args.width, args.dtype, args.warmup, args.repeats, args.seed
+    )
+    write_new_json(args.output, document)
+    print(phases_text(document))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def main(argv=None):
+    """Runs the command line and returns the exit code (0, 1 or 2)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KitError as error:
+        print(f"mesure_memoire.py: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("mesure_memoire.py: error: interrupted; no file was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
