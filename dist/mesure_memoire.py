@@ -39,7 +39,7 @@ import sys
 TOOL = {"name": "iteragpu-lab", "version": "1.0.0", "implementation": "python"}
 SCHEMA_ID = "iteragpu-lab/measurement/v1"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-_INTEGER = re.compile(r"\+?[0-9]+")
+_INTEGER = re.compile(r"[0-9]+")
 _U64_MAX = 2**64 - 1
 
 
@@ -59,24 +59,19 @@ class KitError(Exception):
 def parse_int(name, value, minimum, maximum=_U64_MAX):
     """Returns ``value`` as an int in ``[minimum, maximum]``, or raises KitError (exit 2).
 
-    Accepts an int (not a bool) or a string of ASCII digits with an optional leading ``+``,
-    the same syntax as an unsigned integer on ``lab``'s command line. Rejects decimals,
-    exponents, separators and spaces.
+    Accepts an int (not a bool) or a string of ASCII digits only, the syntax ``lab`` accepts:
+    no sign, decimal point, exponent, separator or space (``7e9`` is refused; write
+    ``7000000000``).
     """
-    if isinstance(value, bool):
-        raise KitError(f"{name} must be an integer, not {value!r}")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and _INTEGER.fullmatch(value):
-        number = int(value)
-    else:
-        raise KitError(f"{name} must be a whole number, got {value!r}")
-    if number < minimum:
-        if minimum == 1:
-            raise KitError(f"{name} must be a positive integer (1 or more), got {value!r}")
-        raise KitError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if number > maximum:
-        raise KitError(f"{name} is too large (at most {maximum}), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got {value!r}")
+    text = str(value)
+    number = int(text) if _INTEGER.fullmatch(text) else None
+    if number is None or not minimum <= number <= maximum:
+        hint = ""
+        if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
+            hint = " (write all the digits, e.g. 7000000000)"
+        raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got '{text}'{hint}")
     return number
 
 
@@ -92,44 +87,42 @@ def format_decimal(value, places=6):
 # notebook-cell: estimate
 EXCLUDED_FROM_ESTIMATE = [
     "activations",
-    "kv_cache",
-    "quantization_metadata",
+    "KV cache",
+    "quantization metadata",
     "gradients",
-    "optimizer_states",
-    "libraries_and_runtime",
+    "optimizer states",
+    "libraries and runtime",
 ]
-_RESERVE = re.compile(r"\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_RESERVE_MAX = Decimal(10) ** 15
+RESERVE_MAX_INTEGER_DIGITS = 15
+RESERVE_MAX_FRACTION_DIGITS = 18
+_RESERVE = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
 
 
 def parse_reserve_gib(value):
     """Returns the reserve (GiB) as an exact Decimal >= 0, or raises KitError (exit 2).
 
-    The reserve is an assumption the user chooses, not a measurement. Accepts an int, a
-    Decimal or a decimal string (``4``, ``0.5``, ``1e1``); rejects negative, non-finite
-    (``inf``, ``nan``) and absurdly large values (over 10^15 GiB).
+    The reserve is an assumption the user chooses, not a measurement. Plain decimal
+    notation only (``4``, ``0.5``, ``12.25``; an int or a Decimal is accepted too): no sign,
+    exponent or separator; at most 15 digits before the point and 18 after. Negative and
+    non-finite values (``inf``, ``nan``) get their own message.
     """
-    if isinstance(value, bool):
-        raise KitError(f"--reserve-gib must be a number of GiB, not {value!r}")
-    if isinstance(value, float):
-        value = repr(value)
-    text = str(value).strip() if isinstance(value, (int, Decimal)) else value
-    if not isinstance(text, str):
-        raise KitError(f"--reserve-gib must be a number of GiB, got {value!r}")
-    lowered = text.lower().lstrip("+-")
-    if lowered in ("inf", "infinity", "nan", "snan"):
-        raise KitError(f"--reserve-gib must be a finite number of GiB, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
+        raise KitError(f"--reserve-gib must be a number of GiB such as 4 or 0.5, not {value!r}")
+    text = value if isinstance(value, str) else str(value)
+    if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        raise KitError(f"--reserve-gib must be a finite number of GiB, got '{text}'")
     if text.startswith("-"):
-        raise KitError(f"--reserve-gib must not be negative, got {value!r}")
-    if not _RESERVE.fullmatch(text):
-        raise KitError(f"--reserve-gib must be a decimal number of GiB such as 4 or 0.5, got {value!r}")
-    try:
-        reserve = Decimal(text)
-    except InvalidOperation:
-        raise KitError(f"--reserve-gib must be a decimal number of GiB, got {value!r}") from None
-    if reserve > _RESERVE_MAX:
-        raise KitError(f"--reserve-gib is too large (at most 10^15 GiB), got {value!r}")
-    return reserve
+        raise KitError(f"--reserve-gib must not be negative, got '{text}' (use 0 for no reserve)")
+    match = _RESERVE.fullmatch(text)
+    if not match:
+        raise KitError(f"--reserve-gib must be a plain decimal number of GiB such as 4 or 0.5, got '{text}'")
+    integer, fraction = match.group(1), match.group(2) or ""
+    if len(integer.lstrip("0")) > RESERVE_MAX_INTEGER_DIGITS or len(fraction) > RESERVE_MAX_FRACTION_DIGITS:
+        raise KitError(
+            f"--reserve-gib accepts at most {RESERVE_MAX_INTEGER_DIGITS} digits before the point and "
+            f"{RESERVE_MAX_FRACTION_DIGITS} after, got '{text}'"
+        )
+    return Decimal(text)
 
 
 def bytes_per_parameter(bits):
@@ -151,8 +144,7 @@ def estimate_weights(parameters, bits, reserve_gib=0):
     weights_bytes = parameters * per_parameter
     if weights_bytes > _U64_MAX:
         raise KitError(
-            f"the weights would take {weights_bytes} bytes, more than a 64-bit count holds; "
-            "check --parameters and --bits"
+            f"{parameters} parameters x {per_parameter} bytes does not fit in 64 bits ({_U64_MAX} bytes at most)"
         )
     with localcontext() as context:
         context.prec = 200
@@ -628,6 +620,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"mesure_memoire.py: error: {' '.join(message.split())}\n")
 
 
+class _Once(argparse.Action):
+    """Stores a flag's value, refusing a flag given twice (as ``lab`` does)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Stores ``values`` unless this flag was already seen."""
+        seen = getattr(namespace, "_seen", set())
+        if self.dest in seen:
+            parser.error(f"the argument '{option_string}' cannot be used multiple times")
+        seen.add(self.dest)
+        namespace._seen = seen
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
 def build_parser():
     """The command-line parser: subcommands estimate, environment and measure."""
     parser = _Parser(
@@ -636,25 +641,25 @@ def build_parser():
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     estimate = commands.add_parser("estimate", help="weight memory from parameters and bits (no GPU)")
-    estimate.add_argument("--parameters", required=True, help="number of parameters, a positive integer")
-    estimate.add_argument("--bits", required=True, help="storage bits per parameter, rounded up to bytes")
-    estimate.add_argument("--reserve-gib", default="0", help="assumed extra GiB added to the total (default 0)")
-    estimate.add_argument("--json", action="store_true", help="print one JSON object")
+    estimate.add_argument("--parameters", required=True, action=_Once, help="number of parameters, a positive integer")
+    estimate.add_argument("--bits", required=True, action=_Once, help="storage bits per parameter, rounded up to bytes")
+    estimate.add_argument("--reserve-gib", default="0", action=_Once, help="assumed extra GiB added to the total (default 0)")
+    estimate.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
     estimate.set_defaults(handler=_cli_estimate)
     environment = commands.add_parser("environment", help="what Python, PyTorch and the GPU report")
-    environment.add_argument("--device", required=True, help="GPU to describe, e.g. cuda:0")
-    environment.add_argument("--json", action="store_true", help="print one JSON object")
+    environment.add_argument("--device", required=True, action=_Once, help="GPU to describe, e.g. cuda:0")
+    environment.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
     environment.set_defaults(handler=_cli_environment)
     measure = commands.add_parser("measure", help="bounded measurement of the synthetic MLP on a GPU")
-    measure.add_argument("--device", required=True, help="GPU to measure, e.g. cuda:0 (no default)")
-    measure.add_argument("--batch", required=True, help="batch size, >= 1")
-    measure.add_argument("--context", required=True, help="positions per sample, >= 1 (no attention)")
-    measure.add_argument("--width", required=True, help="model width; hidden = 4 x width")
-    measure.add_argument("--dtype", default="float32", help="float32 (default), float16 or bfloat16")
-    measure.add_argument("--warmup", default="1", help="warm-up passes, >= 0 (default 1)")
-    measure.add_argument("--repeats", default="2", help="measured passes after warm-up, >= 1 (default 2)")
-    measure.add_argument("--seed", default="0", help="seed of weights and input (default 0)")
-    measure.add_argument("--output", required=True, help="new JSON file to write (never overwritten)")
+    measure.add_argument("--device", required=True, action=_Once, help="GPU to measure, e.g. cuda:0 (no default)")
+    measure.add_argument("--batch", required=True, action=_Once, help="batch size, >= 1")
+    measure.add_argument("--context", required=True, action=_Once, help="positions per sample, >= 1 (no attention)")
+    measure.add_argument("--width", required=True, action=_Once, help="model width; hidden = 4 x width")
+    measure.add_argument("--dtype", default="float32", action=_Once, help="float32 (default), float16 or bfloat16")
+    measure.add_argument("--warmup", default="1", action=_Once, help="warm-up passes, >= 0 (default 1)")
+    measure.add_argument("--repeats", default="2", action=_Once, help="measured passes after warm-up, >= 1 (default 2)")
+    measure.add_argument("--seed", default="0", action=_Once, help="seed of weights and input (default 0)")
+    measure.add_argument("--output", required=True, action=_Once, help="new JSON file to write (never overwritten)")
     measure.set_defaults(handler=_cli_measure)
     return parser
 

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""IteraGPU Lab v1: price of an IteraGPU package and cost per accepted result.
+
+Python 3.10 or later, standard library only. The Python twin of ``lab price``: same flags,
+same validation, same rounding, same exit codes and the same ``--json`` keys.
+
+    python calcul_forfaits.py --gpu b200 --days 7 --lots 2 [--accepted-results K] [--json]
+
+* Prices come from ``tarifs-forfaits.csv``: the file beside this script by default (in the
+  repository, ``../data/tarifs-forfaits.csv``), or ``--tariffs FILE``. The catalog is
+  validated strictly (15 GPU models x 3, 7 and 30 days, whole positive cents per lot).
+* total = lot price x lots; GPUs = GPUs per lot x lots. No pro-rata, no currency conversion.
+* ``--accepted-results`` has no default; given, unit cost = package total / accepted
+  results in USD, rounded half to even to 6 decimals. Absent, the unit cost is null.
+* Exit codes: 0 success; 2 bad input or invalid catalog (one line on stderr); 1 catalog file
+  that cannot be read.
+"""
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+
+SNAPSHOT_DATE = "2026-09-24"
+DURATIONS = (3, 7, 30)
+MODEL_COUNT = 15
+HEADER = ("gpu", "model", "gpus_per_lot", "days", "price_cents")
+CATALOG_NAME = "tarifs-forfaits.csv"
+# SHA-256 of the illustrative catalog shipped with v1: only labels the text output.
+ILLUSTRATIVE_SHA256 = "205e2341e44aa1fe981642d4edf8c76a9b590314c0598f7385cc5042b777fd78"
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+I64_MAX = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class PriceError(Exception):
+    """A failure reported as one line: exit code 2 for bad input, 1 for an unreadable file."""
+
+    def __init__(self, message, exit_code=2):
+        """Keeps the one-line message (newlines folded) and the exit code."""
+        super().__init__(" ".join(str(message).split()))
+        self.exit_code = exit_code
+
+
+def durations_list():
+    """The valid durations as text: ``3, 7, 30``."""
+    return ", ".join(str(days) for days in DURATIONS)
+
+
+def _is_digits(text):
+    """Whether ``text`` is one or more ASCII digits and nothing else."""
+    return bool(_DIGITS.fullmatch(text))
+
+
+def positive_integer(flag, text, maximum):
+    """Parses a flag value made of ASCII digits only, from 1 to ``maximum``.
+
+    Raises PriceError (exit 2) for zero, signs, decimals, exponents, separators or spaces.
+    """
+    value = int(text) if _is_digits(text) else None
+    if value is None or value < 1 or value > maximum:
+        hint = ""
+        if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
+            hint = " (write all the digits, e.g. 7000000000)"
+        raise PriceError(f"{flag} must be a whole number from 1 to {maximum}, got '{text}'{hint}")
+    return value
+
+
+def parse_days(text):
+    """Parses ``--days``: 3, 7 or 30 written in digits; anything else lists the valid ones."""
+    if _is_digits(text) and int(text) in DURATIONS:
+        return int(text)
+    raise PriceError(f"--days must be one of {durations_list()} (packages are not pro-rated), got '{text}'")
+
+
+def _catalog_integer(text, maximum):
+    """A catalog field of ASCII digits with a value from 1 to ``maximum``, else None."""
+    if not _is_digits(text):
+        return None
+    value = int(text)
+    return value if 1 <= value <= maximum else None
+
+
+def parse_catalog(data):
+    """Validates catalog bytes and returns ``(rows, sha256)``; rows are dicts in file order.
+
+    Accepts a UTF-8 byte-order mark, LF or CRLF line ends and blank lines. Checks, naming the
+    line: the header (must start with gpu,model,gpus_per_lot,days,price_cents), the field
+    count of every row, non-empty ids without spaces and model names, whole positive
+    ``gpus_per_lot`` and ``price_cents`` (``12.50``, ``1,234``, ``0``, ``-5`` refused),
+    durations 3/7/30, no duplicate model/duration, one lot size and one name per model,
+    every model offered for every duration, exactly 15 models. Raises PriceError (exit 2).
+    """
+    sha256 = hashlib.sha256(data).hexdigest()
+    body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PriceError("the catalog is not UTF-8 text") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    records = []
+    try:
+        for record in reader:
+            if record:
+                records.append((reader.line_num, record))
+    except csv.Error as error:
+        raise PriceError(f"line {reader.line_num}: {error}") from None
+    if not records:
+        raise PriceError(f"the file is empty; expected a header starting {','.join(HEADER)}")
+    header_line, header = records[0]
+    width = len(header)
+    if width < len(HEADER) or tuple(header[: len(HEADER)]) != HEADER:
+        found = ",".join(header)
+        hint = " (fields must be separated by commas, not semicolons)" if ";" in found else ""
+        shown = found if len(found) <= 80 else found[:80] + "..."
+        raise PriceError(f"line {header_line}: the header must start with {','.join(HEADER)}, found '{shown}'{hint}")
+    rows = []
+    for line, record in records[1:]:
+        if len(record) != width:
+            hint = " (a price must be written without separators, e.g. 1234 not 1,234)" if len(record) > width else ""
+            raise PriceError(f"line {line}: expected {width} fields like the header, found {len(record)}{hint}")
+        gpu, model = record[0], record[1]
+        if not gpu or any(ch.isspace() for ch in gpu):
+            raise PriceError(f"line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'")
+        if not model.strip():
+            raise PriceError(f"line {line}: model name is empty")
+        gpus_per_lot = _catalog_integer(record[2], U32_MAX)
+        if gpus_per_lot is None:
+            raise PriceError(f"line {line}: gpus_per_lot must be a whole number from 1 to {U32_MAX}, found '{record[2]}'")
+        if not (_is_digits(record[3]) and int(record[3]) in DURATIONS):
+            raise PriceError(f"line {line}: days must be one of {durations_list()}, found '{record[3]}'")
+        days = int(record[3])
+        price_cents = _catalog_integer(record[4], I64_MAX)
+        if price_cents is None:
+            raise PriceError(
+                f"line {line}: price_cents must be a whole number of cents from 1 to {I64_MAX}, found '{record[4]}'"
+            )
+        for previous in (row for row in rows if row["gpu"] == gpu):
+            if previous["days"] == days:
+                raise PriceError(f"line {line}: duplicate entry for {gpu} {days} days (first on line {previous['line']})")
+            if previous["gpus_per_lot"] != gpus_per_lot:
+                raise PriceError(
+                    f"line {line}: {gpu} has {gpus_per_lot} GPUs per lot here but {previous['gpus_per_lot']} on "
+                    f"line {previous['line']}; the lot size must be the same for every duration"
+                )
+            if previous["model"] != model:
+                raise PriceError(f"line {line}: {gpu} is called '{model}' here but '{previous['model']}' on line {previous['line']}")
+        rows.append(
+            {"gpu": gpu, "model": model, "gpus_per_lot": gpus_per_lot, "days": days, "price_cents": price_cents, "line": line}
+        )
+    if not rows:
+        raise PriceError(f"line {header_line}: the catalog has a header but no rows")
+    first_line = {}
+    offered = {}
+    for row in rows:
+        first_line.setdefault(row["gpu"], row["line"])
+        offered.setdefault(row["gpu"], set()).add(row["days"])
+    for gpu, line in first_line.items():
+        missing = [days for days in DURATIONS if days not in offered[gpu]]
+        if missing:
+            raise PriceError(f"line {line}: {gpu} has no {missing[0]}-day row (every model needs {durations_list()} days)")
+    if len(first_line) != MODEL_COUNT:
+        raise PriceError(
+            f"the catalog lists {len(first_line)} GPU models ({len(rows)} rows); expected {MODEL_COUNT} models x "
+            f"{len(DURATIONS)} durations = {MODEL_COUNT * len(DURATIONS)} rows"
+        )
+    return rows, sha256
+
+
+def default_catalog_path():
+    """The catalog beside this script, else the repository's ``../data/`` copy; None if neither."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, CATALOG_NAME), os.path.join(here, os.pardir, "data", CATALOG_NAME)):
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    return None
+
+
+def load_catalog(path=None):
+    """Reads and validates the catalog; returns ``(rows, info)``.
+
+    ``info`` is the ``catalog`` object of the JSON output: ``snapshot_date``, ``sha256`` of
+    the file's bytes and ``embedded``, always false here (this script reads a file; only
+    ``lab`` carries a compiled-in copy). Raises PriceError: exit 1 if the file cannot be
+    read, exit 2 if it is not a valid catalog.
+    """
+    if path is None:
+        path = default_catalog_path()
+        if path is None:
+            raise PriceError(
+                f"{CATALOG_NAME} not found beside calcul_forfaits.py: keep the kit's files together or give --tariffs FILE",
+                exit_code=1,
+            )
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
+    try:
+        rows, sha256 = parse_catalog(data)
+    except PriceError as error:
+        raise PriceError(f"catalog {path}: {error}") from None
+    return rows, {"snapshot_date": SNAPSHOT_DATE, "sha256": sha256, "embedded": False}
+
+
+def round_half_even_ratio(numerator, denominator):
+    """``numerator / denominator`` (non-negative integers) rounded to an integer, ties to even."""
+    quotient, remainder = divmod(numerator, denominator)
+    twice = 2 * remainder
+    if twice > denominator or (twice == denominator and quotient % 2 == 1):
+        quotient += 1
+    return quotient
+
+
+def cents_to_usd(cents):
+    """A whole number of cents (>= 0) as dollars with exactly 2 decimals: 306432 -> 3064.32."""
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def unit_cost_usd(total_cents, accepted_results):
+    """Cost of one accepted result in USD, half to even, exactly 6 decimals.
+
+    Exact integer arithmetic: micro-dollars = cents x 10^4 / results, rounded once.
+    """
+    if accepted_results < 1:
+        raise PriceError("the number of accepted results must be at least 1")
+    micro = round_half_even_ratio(total_cents * 10_000, accepted_results)
+    return f"{micro // 1_000_000}.{micro % 1_000_000:06d}"
+
+
+def quote(rows, info, gpu, days, lots, accepted_results=None):
+    """Prices ``lots`` lots of ``gpu`` for ``days`` days; returns the ``--json`` object.
+
+    Keys, in order: gpu, model, days, lots, gpus_per_lot, gpus, lot_price_cents,
+    total_cents, total_usd, accepted_results, unit_cost_usd, catalog. Raises PriceError
+    (exit 2) for an unknown GPU (lists the ids), a duration other than 3, 7, 30, zero lots
+    or results, or a total beyond a signed 64-bit cent count.
+    """
+    ids = list(dict.fromkeys(row["gpu"] for row in rows))
+    if gpu not in ids:
+        raise PriceError(f"unknown GPU '{gpu}'; valid ids: {', '.join(ids)}")
+    if days not in DURATIONS:
+        raise PriceError(f"no {days}-day package: durations are {durations_list()} days (no pro-rata)")
+    entry = next(row for row in rows if row["gpu"] == gpu and row["days"] == days)
+    if lots < 1:
+        raise PriceError("the number of lots must be at least 1")
+    total_cents = entry["price_cents"] * lots
+    if lots > I64_MAX or total_cents > I64_MAX:
+        raise PriceError(
+            f"{lots} lots x {entry['price_cents']} cents does not fit in a signed 64-bit cent count "
+            f"(max {I64_MAX} cents); buy fewer lots"
+        )
+    gpus = entry["gpus_per_lot"] * lots
+    if gpus > U64_MAX:
+        raise PriceError(f"{lots} lots is too many: the GPU count overflows")
+    return {
+        "gpu": entry["gpu"],
+        "model": entry["model"],
+        "days": entry["days"],
+        "lots": lots,
+        "gpus_per_lot": entry["gpus_per_lot"],
+        "gpus": gpus,
+        "lot_price_cents": entry["price_cents"],
+        "total_cents": total_cents,
+        "total_usd": cents_to_usd(total_cents),
+        "accepted_results": accepted_results,
+        "unit_cost_usd": None if accepted_results is None else unit_cost_usd(total_cents, accepted_results),
+        "catalog": info,
+    }
+
+
+def quote_text(result):
+    """A short readable summary of a ``quote`` result."""
+    lot_word = "lot" if result["lots"] == 1 else "lots"
+    lines = [
+        f"{result['gpu']} ({result['model']}), {result['days']} days",
+        f"  GPUs:       {result['lots']} {lot_word} x {result['gpus_per_lot']} GPUs per lot = {result['gpus']} GPUs",
+        f"  lot price:  {cents_to_usd(result['lot_price_cents'])} USD",
+        f"  total:      {result['total_usd']} USD ({result['total_cents']} cents)",
+    ]
+    if result["unit_cost_usd"] is None:
+        lines.append("  unit cost:  not computed (give --accepted-results K)")
+    else:
+        lines.append(
+            f"  unit cost:  {result['unit_cost_usd']} USD per accepted result ({result['accepted_results']} accepted)"
+        )
+    catalog = result["catalog"]
+    label = ", illustrative prices" if catalog["sha256"] == ILLUSTRATIVE_SHA256 else ""
+    lines.append(f"  catalog:    catalog file, snapshot {catalog['snapshot_date']}{label}, sha256 {catalog['sha256']}")
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message):
+        """Prints ``calcul_forfaits.py: error: MESSAGE`` and exits 2."""
+        self.exit(2, f"calcul_forfaits.py: error: {' '.join(message.split())}\n")
+
+
+class _Once(argparse.Action):
+    """Stores a flag's value, refusing a flag given twice (as ``lab`` does)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Stores ``values`` unless this flag was already seen."""
+        seen = getattr(namespace, "_seen", set())
+        if self.dest in seen:
+            parser.error(f"the argument '{option_string}' cannot be used multiple times")
+        seen.add(self.dest)
+        namespace._seen = seen
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
+def build_parser():
+    """The command-line parser (the flags of ``lab price``)."""
+    parser = _Parser(
+        prog="calcul_forfaits.py",
+        description="Price of an IteraGPU package and, given accepted results, the cost per result.",
+    )
+    parser.add_argument("--gpu", required=True, action=_Once, metavar="ID", help="GPU id from the catalog, e.g. b200")
+    parser.add_argument("--days", required=True, action=_Once, metavar="D", help="package duration: 3, 7 or 30")
+    parser.add_argument("--lots", required=True, action=_Once, metavar="N", help="number of lots, a whole number >= 1")
+    parser.add_argument(
+        "--accepted-results",
+        action=_Once,
+        metavar="K",
+        help="distinct useful results actually accepted (no default); gives the unit cost",
+    )
+    parser.add_argument("--tariffs", action=_Once, metavar="FILE", help=f"catalog CSV (default: {CATALOG_NAME} beside this script)")
+    parser.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
+    return parser
+
+
+def main(argv=None):
+    """Runs the command line and returns the exit code (0, 1 or 2)."""
+    args = build_parser().parse_args(argv)
+    try:
+        days = parse_days(args.days)
+        lots = positive_integer("--lots", args.lots, U64_MAX)
+        accepted = None
+        if args.accepted_results is not None:
+            accepted = positive_integer("--accepted-results", args.accepted_results, U64_MAX)
+        rows, info = load_catalog(args.tariffs)
+        result = quote(rows, info, args.gpu, days, lots, accepted)
+    except PriceError as error:
+        print(f"calcul_forfaits.py: error: {error}", file=sys.stderr)
+        return error.exit_code
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else quote_text(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
