@@ -1,1 +1,456 @@
-//! TODO: catalog
+//! The package catalog: what an IteraGPU package costs, per GPU model and duration.
+//!
+//! The catalog is a CSV file (`data/tarifs-forfaits.csv`) whose header starts with
+//! `gpu,model,gpus_per_lot,days,price_cents` (more columns may follow and are ignored). It has
+//! exactly [`MODEL_COUNT`] GPU models, each offered for every duration in [`DURATIONS`], so
+//! 45 rows. A price is a whole number of US cents for one **lot**; a lot holds a fixed number
+//! of GPUs per model (`gpus_per_lot`, the same for all three durations).
+//!
+//! The file is embedded in the binary ([`Catalog::embedded`]) and can be replaced at run time
+//! with any file that passes the same validator ([`Catalog::from_file`]). Validation is strict
+//! and every problem names the line it was found on: a catalog is money, and a silently
+//! skipped row would give a wrong price.
+//!
+//! Accepted text details: an optional UTF-8 byte-order mark, LF or CRLF line ends, and blank
+//! lines (a trailing one included). Fields are taken verbatim: no trimming.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Date of the IteraGPU price snapshot the catalog stands for (ISO 8601).
+///
+/// The shipped prices are illustrative stand-ins for this snapshot; see `data/README.md`.
+pub const SNAPSHOT_DATE: &str = "2026-09-24";
+
+/// Package durations sold, in days. Any other duration is an error (no pro-rata).
+pub const DURATIONS: [u32; 3] = [3, 7, 30];
+
+/// Number of GPU models a valid catalog lists.
+pub const MODEL_COUNT: usize = 15;
+
+/// The columns a catalog header must start with, in this order.
+pub const HEADER: [&str; 5] = ["gpu", "model", "gpus_per_lot", "days", "price_cents"];
+
+/// SHA-256 (lowercase hex) of the illustrative catalog shipped in `data/tarifs-forfaits.csv`.
+///
+/// Used only to label human-readable output "illustrative". When the real 2026-09-24 snapshot
+/// is dropped in, its hash differs and the label disappears by itself.
+pub const ILLUSTRATIVE_SHA256: &str =
+    "205e2341e44aa1fe981642d4edf8c76a9b590314c0598f7385cc5042b777fd78";
+
+/// The catalog bytes compiled into `lab`.
+const EMBEDDED_BYTES: &[u8] = include_bytes!("../../data/tarifs-forfaits.csv");
+
+/// One catalog row: the price of one lot of one GPU model for one duration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Short GPU identifier used on the command line, e.g. `b200`.
+    pub gpu: String,
+    /// Human-readable model name, e.g. `NVIDIA B200 180 GB`.
+    pub model: String,
+    /// GPUs in one lot (B200: 2). Always at least 1.
+    pub gpus_per_lot: u32,
+    /// Package duration in days: one of [`DURATIONS`].
+    pub days: u32,
+    /// Price of one lot for the whole duration, in whole US cents. Always at least 1.
+    pub price_cents: i64,
+    /// Line of the file the row was read from (1-based, the header is line 1).
+    #[serde(skip)]
+    pub line: u64,
+}
+
+/// Where a catalog came from, as reported in every price result.
+///
+/// Serialized with exactly the keys `snapshot_date`, `sha256`, `embedded` (the Python twin
+/// `calcul_forfaits.py` writes the same object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogInfo {
+    /// The snapshot date the catalog stands for: [`SNAPSHOT_DATE`].
+    pub snapshot_date: String,
+    /// SHA-256 of the catalog file's bytes, lowercase hex (64 characters).
+    pub sha256: String,
+    /// `true` when the catalog is the one compiled into `lab`, `false` for `--tariffs FILE`.
+    pub embedded: bool,
+}
+
+/// A validated package catalog.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    entries: Vec<Entry>,
+    sha256: String,
+    embedded: bool,
+}
+
+impl Catalog {
+    /// The catalog compiled into `lab` (a copy of `data/tarifs-forfaits.csv` at build time).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] if the embedded file does not pass the validator (a build-time mistake;
+    /// the test suite checks it never happens).
+    pub fn embedded() -> Result<Catalog> {
+        let mut catalog = Catalog::parse(EMBEDDED_BYTES)
+            .map_err(|e| Error::usage(format!("embedded catalog: {e}")))?;
+        catalog.embedded = true;
+        Ok(catalog)
+    }
+
+    /// Reads and validates a catalog file (the `--tariffs FILE` option).
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] if the file cannot be read; [`Error::Usage`] if its content is not a
+    /// valid catalog (the message starts with the path and names the line).
+    pub fn from_file(path: &Path) -> Result<Catalog> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::runtime(format!("cannot read catalog {}: {e}", path.display())))?;
+        Catalog::parse(&bytes).map_err(|e| Error::usage(format!("catalog {}: {e}", path.display())))
+    }
+
+    /// The embedded catalog, or the file at `path` when one is given.
+    ///
+    /// # Errors
+    /// As [`Catalog::embedded`] and [`Catalog::from_file`].
+    pub fn load(path: Option<&Path>) -> Result<Catalog> {
+        match path {
+            Some(path) => Catalog::from_file(path),
+            None => Catalog::embedded(),
+        }
+    }
+
+    /// Parses and validates catalog bytes. The result is marked as not embedded.
+    ///
+    /// Checks, each reported with its line number: the header, the number of fields per row,
+    /// non-empty identifiers and model names, whole positive integers for `gpus_per_lot` and
+    /// `price_cents` (so `12.50`, `1,234`, `0`, `-5` are refused), durations in
+    /// [`DURATIONS`], no duplicate model/duration pair, the same lot size and model name for
+    /// every duration of a model, every model offered for every duration, and exactly
+    /// [`MODEL_COUNT`] models.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] with a one-line message (`line N: ...`) describing the first problem.
+    pub fn parse(bytes: &[u8]) -> Result<Catalog> {
+        let sha256 = sha256_hex(bytes);
+        let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        if std::str::from_utf8(body).is_err() {
+            return Err(Error::usage("the catalog is not UTF-8 text"));
+        }
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(body);
+        let mut records = reader.records();
+
+        // Header (the first non-blank line; csv skips blank lines).
+        let header = match records.next() {
+            None => {
+                return Err(Error::usage(format!(
+                    "the file is empty; expected a header starting {}",
+                    HEADER.join(",")
+                )))
+            }
+            Some(record) => record.map_err(csv_error)?,
+        };
+        let header_line = line_of(&header);
+        let width = header.len();
+        let starts_right = width >= HEADER.len()
+            && HEADER
+                .iter()
+                .zip(header.iter())
+                .all(|(want, got)| *want == got);
+        if !starts_right {
+            let found: Vec<&str> = header.iter().collect();
+            let found = found.join(",");
+            let hint = if found.contains(';') {
+                " (fields must be separated by commas, not semicolons)"
+            } else {
+                ""
+            };
+            return Err(Error::usage(format!(
+                "line {header_line}: the header must start with {}, found '{}'{hint}",
+                HEADER.join(","),
+                truncate(&found, 80)
+            )));
+        }
+
+        let mut entries: Vec<Entry> = Vec::new();
+        for record in records {
+            let record = record.map_err(csv_error)?;
+            let line = line_of(&record);
+            if record.len() != width {
+                let hint = if record.len() > width {
+                    " (a price must be written without separators, e.g. 1234 not 1,234)"
+                } else {
+                    ""
+                };
+                return Err(Error::usage(format!(
+                    "line {line}: expected {width} fields like the header, found {}{hint}",
+                    record.len()
+                )));
+            }
+            let gpu = &record[0];
+            let model = &record[1];
+            if gpu.is_empty() || gpu.chars().any(char::is_whitespace) {
+                return Err(Error::usage(format!(
+                    "line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'"
+                )));
+            }
+            if model.trim().is_empty() {
+                return Err(Error::usage(format!("line {line}: model name is empty")));
+            }
+            let gpus_per_lot = positive_integer(&record[2])
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "line {line}: gpus_per_lot must be a whole number from 1 to {}, found '{}'",
+                        u32::MAX,
+                        &record[2]
+                    ))
+                })?;
+            let days = record[3]
+                .parse::<u32>()
+                .ok()
+                .filter(|d| DURATIONS.contains(d) && is_digits(&record[3]))
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "line {line}: days must be one of {}, found '{}'",
+                        durations_list(),
+                        &record[3]
+                    ))
+                })?;
+            let price_cents = positive_integer(&record[4])
+                .and_then(|n| i64::try_from(n).ok())
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "line {line}: price_cents must be a whole number of cents from 1 to {}, found '{}'",
+                        i64::MAX,
+                        &record[4]
+                    ))
+                })?;
+            for previous in entries.iter().filter(|e| e.gpu == gpu) {
+                if previous.days == days {
+                    return Err(Error::usage(format!(
+                        "line {line}: duplicate entry for {gpu} {days} days (first on line {})",
+                        previous.line
+                    )));
+                }
+                if previous.gpus_per_lot != gpus_per_lot {
+                    return Err(Error::usage(format!(
+                        "line {line}: {gpu} has {gpus_per_lot} GPUs per lot here but {} on line {}; the lot size must be the same for every duration",
+                        previous.gpus_per_lot, previous.line
+                    )));
+                }
+                if previous.model != model {
+                    return Err(Error::usage(format!(
+                        "line {line}: {gpu} is called '{model}' here but '{}' on line {}",
+                        previous.model, previous.line
+                    )));
+                }
+            }
+            entries.push(Entry {
+                gpu: gpu.to_string(),
+                model: model.to_string(),
+                gpus_per_lot,
+                days,
+                price_cents,
+                line,
+            });
+        }
+
+        if entries.is_empty() {
+            return Err(Error::usage(format!(
+                "line {header_line}: the catalog has a header but no rows"
+            )));
+        }
+        // Every model must be offered for every duration.
+        let mut first_line: Vec<(&str, u64)> = Vec::new();
+        let mut seen: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        for entry in &entries {
+            if !seen.contains_key(entry.gpu.as_str()) {
+                first_line.push((&entry.gpu, entry.line));
+            }
+            seen.entry(&entry.gpu).or_default().push(entry.days);
+        }
+        for (gpu, line) in &first_line {
+            let have = &seen[gpu];
+            if let Some(missing) = DURATIONS.iter().find(|d| !have.contains(d)) {
+                return Err(Error::usage(format!(
+                    "line {line}: {gpu} has no {missing}-day row (every model needs {} days)",
+                    durations_list()
+                )));
+            }
+        }
+        if first_line.len() != MODEL_COUNT {
+            return Err(Error::usage(format!(
+                "the catalog lists {} GPU models ({} rows); expected {MODEL_COUNT} models x {} durations = {} rows",
+                first_line.len(),
+                entries.len(),
+                DURATIONS.len(),
+                MODEL_COUNT * DURATIONS.len()
+            )));
+        }
+
+        Ok(Catalog {
+            entries,
+            sha256,
+            embedded: false,
+        })
+    }
+
+    /// All rows, in file order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The GPU identifiers, each once, in file order.
+    pub fn gpu_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = Vec::new();
+        for entry in &self.entries {
+            if !ids.contains(&entry.gpu.as_str()) {
+                ids.push(&entry.gpu);
+            }
+        }
+        ids
+    }
+
+    /// The row for one GPU identifier and duration.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the valid identifiers when `gpu` is unknown, or the valid
+    /// durations when `days` is not one of [`DURATIONS`].
+    pub fn find(&self, gpu: &str, days: u32) -> Result<&Entry> {
+        if !self.entries.iter().any(|e| e.gpu == gpu) {
+            return Err(Error::usage(format!(
+                "unknown GPU '{gpu}'; valid ids: {}",
+                self.gpu_ids().join(", ")
+            )));
+        }
+        check_days(days)?;
+        self.entries
+            .iter()
+            .find(|e| e.gpu == gpu && e.days == days)
+            .ok_or_else(|| Error::usage(format!("no {days}-day package for {gpu}")))
+    }
+
+    /// SHA-256 of the catalog file's bytes (as read, BOM included), lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Whether this is the catalog compiled into `lab`.
+    pub fn is_embedded(&self) -> bool {
+        self.embedded
+    }
+
+    /// Whether the catalog's bytes are exactly the shipped illustrative catalog
+    /// (hash equal to [`ILLUSTRATIVE_SHA256`]).
+    pub fn is_illustrative(&self) -> bool {
+        self.sha256 == ILLUSTRATIVE_SHA256
+    }
+
+    /// Snapshot date, hash and origin, as reported with every price.
+    pub fn info(&self) -> CatalogInfo {
+        CatalogInfo {
+            snapshot_date: SNAPSHOT_DATE.to_string(),
+            sha256: self.sha256.clone(),
+            embedded: self.embedded,
+        }
+    }
+}
+
+/// Checks that `days` is a sold duration.
+///
+/// # Errors
+/// [`Error::Usage`] listing the valid durations (3, 7, 30).
+pub fn check_days(days: u32) -> Result<u32> {
+    if DURATIONS.contains(&days) {
+        Ok(days)
+    } else {
+        Err(Error::usage(format!(
+            "no {days}-day package: durations are {} days (no pro-rata)",
+            durations_list()
+        )))
+    }
+}
+
+/// The valid durations as text: `3, 7, 30`.
+pub fn durations_list() -> String {
+    DURATIONS
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// SHA-256 of `bytes` as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `Some(n)` when `text` is only ASCII digits and its value is at least 1.
+fn positive_integer(text: &str) -> Option<u128> {
+    if !is_digits(text) {
+        return None;
+    }
+    text.parse::<u128>().ok().filter(|n| *n >= 1)
+}
+
+fn line_of(record: &csv::StringRecord) -> u64 {
+    record.position().map(|p| p.line()).unwrap_or(0)
+}
+
+fn csv_error(error: csv::Error) -> Error {
+    match error.position() {
+        Some(position) => Error::usage(format!("line {}: {}", position.line(), error)),
+        None => Error::usage(format!("unreadable CSV: {error}")),
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max).collect();
+        format!("{cut}...")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_catalog_is_valid_and_complete() {
+        let catalog = Catalog::embedded().unwrap();
+        assert!(catalog.is_embedded());
+        assert_eq!(catalog.entries().len(), 45);
+        assert_eq!(catalog.gpu_ids().len(), 15);
+        let b200 = catalog.find("b200", 7).unwrap();
+        assert_eq!(b200.gpus_per_lot, 2);
+        assert_eq!(catalog.sha256(), sha256_hex(EMBEDDED_BYTES));
+        assert_eq!(catalog.info().snapshot_date, "2026-09-24");
+    }
+
+    #[test]
+    fn shipped_catalog_is_the_illustrative_one() {
+        // When the real 2026-09-24 snapshot replaces data/tarifs-forfaits.csv this test fails
+        // on purpose: delete it (the "illustrative" label then switches off by itself).
+        assert!(Catalog::embedded().unwrap().is_illustrative());
+    }
+
+    #[test]
+    fn sha256_is_lowercase_hex_of_the_bytes() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

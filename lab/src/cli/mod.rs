@@ -1,6 +1,7 @@
 //! Command-line surface of `lab`: argument parsing and printing only; the work is in the library.
 
 mod estimate;
+mod numbers;
 mod price;
 mod tariffs;
 

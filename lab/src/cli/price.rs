@@ -1,10 +1,85 @@
-//! TODO
+//! `lab price`: the price of a package and, given accepted results, the cost per result.
 
-/// Flags of this subcommand.
+use super::numbers::{duration, positive_integer, print_json};
+use lab::catalog::Catalog;
+use lab::pricing::quote;
+use std::path::PathBuf;
+
+/// Flags of `lab price`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// GPU identifier from the catalog, e.g. b200 (`lab tariffs` lists them).
+    #[arg(long, value_name = "ID")]
+    gpu: String,
+    /// Package duration in days: 3, 7 or 30.
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
+    days: String,
+    /// Number of lots (whole number, at least 1). A lot holds the model's GPUs per lot.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    lots: String,
+    /// Distinct useful results actually accepted (whole number, at least 1; no default).
+    /// Given, the unit cost = package total / results is shown.
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    accepted_results: Option<String>,
+    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
+    #[arg(long, value_name = "FILE")]
+    tariffs: Option<PathBuf>,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
 
-/// Runs this subcommand.
-pub fn run(_args: Args) -> lab::Result<()> {
-    Err(lab::Error::runtime("not implemented yet"))
+/// Runs `lab price`.
+///
+/// # Errors
+/// Usage (exit 2) for any bad flag value, unknown GPU or invalid catalog; Runtime (exit 1)
+/// for an unreadable catalog file.
+pub fn run(args: Args) -> lab::Result<()> {
+    let days = duration(&args.days)?;
+    let lots = positive_integer("--lots", &args.lots, u64::MAX)?;
+    let accepted = args
+        .accepted_results
+        .as_deref()
+        .map(|text| positive_integer("--accepted-results", text, u64::MAX))
+        .transpose()?;
+    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let q = quote(&catalog, &args.gpu, days, lots, accepted)?;
+    if args.json {
+        return print_json(&q);
+    }
+    let lot_word = if q.lots == 1 { "lot" } else { "lots" };
+    println!("{} ({}), {} days", q.gpu, q.model, q.days);
+    println!(
+        "  GPUs:       {} {lot_word} x {} GPUs per lot = {} GPUs",
+        q.lots, q.gpus_per_lot, q.gpus
+    );
+    println!(
+        "  lot price:  {} USD",
+        lab::pricing::cents_to_usd(q.lot_price_cents)
+    );
+    println!(
+        "  total:      {} USD ({} cents)",
+        q.total_usd, q.total_cents
+    );
+    match (q.accepted_results, q.unit_cost_usd) {
+        (Some(results), Some(cost)) => {
+            println!("  unit cost:  {cost} USD per accepted result ({results} accepted)")
+        }
+        _ => println!("  unit cost:  not computed (give --accepted-results K)"),
+    }
+    let origin = if q.catalog.embedded {
+        "embedded catalog"
+    } else {
+        "catalog file"
+    };
+    let label = if catalog.is_illustrative() {
+        ", illustrative prices"
+    } else {
+        ""
+    };
+    println!(
+        "  catalog:    {origin}, snapshot {}{label}, sha256 {}",
+        q.catalog.snapshot_date, q.catalog.sha256
+    );
+    Ok(())
 }

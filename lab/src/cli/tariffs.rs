@@ -1,10 +1,127 @@
-//! TODO
+//! `lab tariffs`: the catalog as a table, cheapest per GPU-day first.
 
-/// Flags of this subcommand.
+use super::numbers::{duration, print_json};
+use lab::catalog::{Catalog, CatalogInfo};
+use lab::pricing::{cents_to_usd, compare_per_gpu_day, usd_per_gpu_day};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Flags of `lab tariffs`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Show only packages of this duration: 3, 7 or 30 days.
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
+    days: Option<String>,
+    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
+    #[arg(long, value_name = "FILE")]
+    tariffs: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
 
-/// Runs this subcommand.
-pub fn run(_args: Args) -> lab::Result<()> {
-    Err(lab::Error::runtime("not implemented yet"))
+/// One row of the table (and of the `packages` list in `--json`).
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    gpu: &'a str,
+    model: &'a str,
+    days: u32,
+    gpus_per_lot: u32,
+    price_cents: i64,
+    price_usd: String,
+    usd_per_gpu_day: String,
+}
+
+/// The `--json` object.
+#[derive(Debug, Serialize)]
+struct Table<'a> {
+    days: Option<u32>,
+    packages: Vec<Row<'a>>,
+    catalog: CatalogInfo,
+}
+
+/// Runs `lab tariffs`.
+///
+/// # Errors
+/// Usage (exit 2) for a bad `--days` or an invalid catalog; Runtime (exit 1) for an
+/// unreadable catalog file.
+pub fn run(args: Args) -> lab::Result<()> {
+    let days = args.days.as_deref().map(duration).transpose()?;
+    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let mut entries: Vec<_> = catalog
+        .entries()
+        .iter()
+        .filter(|e| days.is_none_or(|d| e.days == d))
+        .collect();
+    entries.sort_by(|a, b| compare_per_gpu_day(a, b));
+    let rows: Vec<Row> = entries
+        .iter()
+        .map(|e| Row {
+            gpu: &e.gpu,
+            model: &e.model,
+            days: e.days,
+            gpus_per_lot: e.gpus_per_lot,
+            price_cents: e.price_cents,
+            price_usd: cents_to_usd(e.price_cents).to_string(),
+            usd_per_gpu_day: usd_per_gpu_day(e).to_string(),
+        })
+        .collect();
+    if args.json {
+        return print_json(&Table {
+            days,
+            packages: rows,
+            catalog: catalog.info(),
+        });
+    }
+    let w_gpu = rows
+        .iter()
+        .map(|r| r.gpu.len())
+        .chain([3])
+        .max()
+        .unwrap_or(3);
+    let w_model = rows
+        .iter()
+        .map(|r| r.model.len())
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let w_price = rows
+        .iter()
+        .map(|r| r.price_usd.len())
+        .chain([13])
+        .max()
+        .unwrap_or(13);
+    let w_day = rows
+        .iter()
+        .map(|r| r.usd_per_gpu_day.len())
+        .chain([15])
+        .max()
+        .unwrap_or(15);
+    println!(
+        "{:<w_gpu$}  {:<w_model$}  {:>4}  {:>8}  {:>w_price$}  {:>w_day$}",
+        "gpu", "model", "days", "GPUs/lot", "USD per lot", "USD per GPU-day"
+    );
+    for r in &rows {
+        println!(
+            "{:<w_gpu$}  {:<w_model$}  {:>4}  {:>8}  {:>w_price$}  {:>w_day$}",
+            r.gpu, r.model, r.days, r.gpus_per_lot, r.price_usd, r.usd_per_gpu_day
+        );
+    }
+    let origin = if catalog.is_embedded() {
+        "embedded catalog"
+    } else {
+        "catalog file"
+    };
+    let label = if catalog.is_illustrative() {
+        ", illustrative prices"
+    } else {
+        ""
+    };
+    println!(
+        "{} packages, cheapest per GPU-day first; {origin}, snapshot {}{label}, sha256 {}",
+        rows.len(),
+        lab::catalog::SNAPSHOT_DATE,
+        catalog.sha256()
+    );
+    Ok(())
 }

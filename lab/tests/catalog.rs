@@ -1,0 +1,248 @@
+//! Catalog validator: each malformed file is refused with its line number, through the
+//! library (`Catalog::parse`) and through `lab price --tariffs FILE` (exit 2, one line).
+
+use assert_cmd::Command;
+use lab::catalog::Catalog;
+
+const GOOD: &str = include_str!("../../data/tarifs-forfaits.csv");
+
+/// The shipped catalog with line `line` (1-based) replaced by `with` (`None` deletes it).
+fn edit(line: usize, with: Option<&str>) -> String {
+    let mut lines: Vec<String> = GOOD.lines().map(str::to_string).collect();
+    match with {
+        Some(text) => lines[line - 1] = text.to_string(),
+        None => {
+            lines.remove(line - 1);
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// Asserts both the library and the CLI refuse `content`, mentioning `needle`.
+fn refused(content: &str, needle: &str) {
+    let error = Catalog::parse(content.as_bytes()).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    let message = error.to_string();
+    assert!(
+        message.contains(needle),
+        "expected '{needle}' in: {message}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tariffs.csv");
+    std::fs::write(&path, content).unwrap();
+    let output = Command::cargo_bin("lab")
+        .unwrap()
+        .args([
+            "price",
+            "--gpu",
+            "t4",
+            "--days",
+            "3",
+            "--lots",
+            "1",
+            "--tariffs",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("tariffs.csv"), "{stderr}");
+    assert!(stderr.contains(needle), "expected '{needle}' in: {stderr}");
+}
+
+#[test]
+fn shipped_catalog_is_valid() {
+    let catalog = Catalog::parse(GOOD.as_bytes()).unwrap();
+    assert_eq!(catalog.entries().len(), 45);
+    assert!(!catalog.is_embedded());
+    assert_eq!(catalog.entries()[0].line, 2);
+    assert_eq!(catalog.entries()[44].line, 46);
+}
+
+#[test]
+fn accepts_bom_crlf_trailing_blank_line_and_extra_columns() {
+    let crlf = format!("\u{feff}{}\r\n", GOOD.replace('\n', "\r\n"));
+    let catalog = Catalog::parse(crlf.as_bytes()).unwrap();
+    assert_eq!(catalog.entries().len(), 45);
+    assert_eq!(catalog.find("b200", 7).unwrap().price_cents, 153_216);
+    // The hash is of the bytes as given, so it differs from the shipped file's.
+    assert_ne!(
+        catalog.sha256(),
+        Catalog::parse(GOOD.as_bytes()).unwrap().sha256()
+    );
+
+    let extra: String = GOOD
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                format!("{l},note\n")
+            } else {
+                format!("{l},x\n")
+            }
+        })
+        .collect();
+    assert_eq!(
+        Catalog::parse(extra.as_bytes()).unwrap().entries().len(),
+        45
+    );
+}
+
+#[test]
+fn a_valid_replacement_file_is_used_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("real.csv");
+    let changed = edit(2, Some("t4,NVIDIA T4 16 GB,1,3,2999"));
+    std::fs::write(&path, &changed).unwrap();
+    let output = Command::cargo_bin("lab")
+        .unwrap()
+        .args([
+            "price",
+            "--gpu",
+            "t4",
+            "--days",
+            "3",
+            "--lots",
+            "2",
+            "--json",
+            "--tariffs",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["total_cents"], 5998);
+    assert_eq!(v["catalog"]["embedded"], false);
+    assert_eq!(
+        v["catalog"]["sha256"],
+        lab::catalog::sha256_hex(changed.as_bytes())
+    );
+}
+
+#[test]
+fn semicolon_delimiter() {
+    refused(
+        &GOOD.replace(',', ";"),
+        "line 1: the header must start with",
+    );
+    refused(&GOOD.replace(',', ";"), "not semicolons");
+}
+
+#[test]
+fn wrong_header() {
+    refused(
+        &edit(1, Some("gpu,model,days,gpus_per_lot,price_cents")),
+        "line 1: the header",
+    );
+    refused("", "empty");
+    refused("gpu,model,gpus_per_lot,days,price_cents\n", "no rows");
+}
+
+#[test]
+fn decimal_price() {
+    refused(
+        &edit(5, Some("l4,NVIDIA L4 24 GB,1,3,12.50")),
+        "line 5: price_cents must be a whole number",
+    );
+}
+
+#[test]
+fn price_with_thousands_separator() {
+    // Unquoted, the comma makes an extra field; quoted, it is a non-integer price.
+    refused(
+        &edit(5, Some("l4,NVIDIA L4 24 GB,1,3,1,234")),
+        "line 5: expected 5 fields",
+    );
+    refused(
+        &edit(5, Some("l4,NVIDIA L4 24 GB,1,3,\"1,234\"")),
+        "line 5: price_cents",
+    );
+}
+
+#[test]
+fn zero_and_negative_prices() {
+    refused(
+        &edit(7, Some("l4,NVIDIA L4 24 GB,1,30,0")),
+        "line 7: price_cents",
+    );
+    refused(
+        &edit(7, Some("l4,NVIDIA L4 24 GB,1,30,-42840")),
+        "line 7: price_cents",
+    );
+    refused(
+        &edit(7, Some("l4,NVIDIA L4 24 GB,1,30,+42840")),
+        "line 7: price_cents",
+    );
+    refused(
+        &edit(7, Some("l4,NVIDIA L4 24 GB,1,30, 42840")),
+        "line 7: price_cents",
+    );
+    refused(
+        &edit(7, Some("l4,NVIDIA L4 24 GB,1,30,99999999999999999999")),
+        "line 7: price_cents",
+    );
+}
+
+#[test]
+fn duplicate_row() {
+    // Line 3 (t4, 7 days) replaced by a second t4 3-day row.
+    refused(
+        &edit(3, Some("t4,NVIDIA T4 16 GB,1,3,2520")),
+        "line 3: duplicate entry for t4 3 days (first on line 2)",
+    );
+}
+
+#[test]
+fn missing_model_duration_pair() {
+    // Deleting line 4 (t4, 30 days) leaves t4 without a 30-day row; t4 starts on line 2.
+    refused(&edit(4, None), "line 2: t4 has no 30-day row");
+}
+
+#[test]
+fn lot_size_changes_between_durations() {
+    refused(
+        &edit(39, Some("b200,NVIDIA B200 180 GB,1,7,153216")),
+        "line 39: b200 has 1 GPUs per lot here but 2 on line 38",
+    );
+}
+
+#[test]
+fn bad_duration_and_lot_size() {
+    refused(
+        &edit(3, Some("t4,NVIDIA T4 16 GB,1,14,5586")),
+        "line 3: days must be one of 3, 7, 30",
+    );
+    refused(
+        &edit(3, Some("t4,NVIDIA T4 16 GB,0,7,5586")),
+        "line 3: gpus_per_lot",
+    );
+    refused(
+        &edit(3, Some(",NVIDIA T4 16 GB,1,7,5586")),
+        "line 3: gpu must be",
+    );
+}
+
+#[test]
+fn wrong_number_of_models() {
+    // Drop the last model (3 rows): 14 models.
+    let fourteen: String = GOOD.lines().take(43).map(|l| format!("{l}\n")).collect();
+    refused(
+        &fourteen,
+        "the catalog lists 14 GPU models (42 rows); expected 15 models",
+    );
+    // Add a 16th model.
+    let sixteen = format!("{GOOD}x1,Extra,1,3,100\nx1,Extra,1,7,200\nx1,Extra,1,30,300\n");
+    refused(&sixteen, "the catalog lists 16 GPU models");
+}
+
+#[test]
+fn short_row() {
+    refused(
+        &edit(10, Some("rtx4090,NVIDIA GeForce RTX 4090 24 GB,1,3")),
+        "line 10: expected 5 fields",
+    );
+}

@@ -1,0 +1,170 @@
+//! `lab estimate` through the binary: SPEC §2 values, exit codes and messages.
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use serde_json::Value;
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+fn usage_error(args: &[&str], needle: &str) {
+    let output = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.starts_with("lab: error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in {stderr}"
+    );
+}
+
+#[test]
+fn spec_worked_example_json() {
+    let output = lab()
+        .args([
+            "estimate",
+            "--parameters",
+            "7000000000",
+            "--bits",
+            "16",
+            "--reserve-gib",
+            "4",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["parameters"], 7_000_000_000u64);
+    assert_eq!(v["bits"], 16);
+    assert_eq!(v["bytes_per_parameter"], 2);
+    assert_eq!(v["weights_bytes"], 14_000_000_000u64);
+    assert_eq!(v["weights_gib"], "13.038516");
+    assert_eq!(v["weights_gb"], "14.000000");
+    assert_eq!(v["reserve_gib"], "4.000000");
+    assert_eq!(v["total_gib"], "17.038516");
+    assert_eq!(
+        v["excluded"],
+        serde_json::json!([
+            "activations",
+            "KV cache",
+            "quantization metadata",
+            "gradients",
+            "optimizer states",
+            "libraries and runtime"
+        ])
+    );
+    assert_eq!(v.as_object().unwrap().len(), 9);
+}
+
+#[test]
+fn twelve_bits_take_two_bytes_and_reserve_defaults_to_zero() {
+    let output = lab()
+        .args(["estimate", "--parameters", "1000", "--bits", "12", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["bytes_per_parameter"], 2);
+    assert_eq!(v["weights_bytes"], 2000);
+    assert_eq!(v["reserve_gib"], "0.000000");
+    assert_eq!(v["weights_gb"], "0.000002");
+    assert_eq!(v["total_gib"], "0.000002");
+}
+
+#[test]
+fn human_summary_names_units_and_exclusions() {
+    lab()
+        .args([
+            "estimate",
+            "--parameters",
+            "7000000000",
+            "--bits",
+            "16",
+            "--reserve-gib",
+            "4",
+        ])
+        .assert()
+        .success()
+        .stdout(contains("13.038516 GiB"))
+        .stdout(contains("14.000000 GB"))
+        .stdout(contains("17.038516 GiB"))
+        .stdout(contains("KV cache"));
+}
+
+#[test]
+fn bad_parameters() {
+    for p in ["0", "-7", "7.5", "abc", ""] {
+        usage_error(
+            &["estimate", "--parameters", p, "--bits", "16"],
+            "--parameters must be a whole number from 1",
+        );
+    }
+    usage_error(
+        &["estimate", "--parameters", "7e9", "--bits", "16"],
+        "write all the digits",
+    );
+    usage_error(
+        &[
+            "estimate",
+            "--parameters",
+            "99999999999999999999",
+            "--bits",
+            "16",
+        ],
+        "--parameters must be a whole number from 1 to 18446744073709551615",
+    );
+}
+
+#[test]
+fn bad_bits() {
+    for b in ["0", "-16", "4.5", "sixteen", "4294967296"] {
+        usage_error(
+            &["estimate", "--parameters", "7", "--bits", b],
+            "--bits must be a whole number from 1 to 4294967295",
+        );
+    }
+}
+
+#[test]
+fn weights_beyond_64_bits_are_rejected() {
+    usage_error(
+        &[
+            "estimate",
+            "--parameters",
+            "18446744073709551615",
+            "--bits",
+            "16",
+        ],
+        "does not fit in 64 bits",
+    );
+}
+
+#[test]
+fn bad_reserve() {
+    let base = [
+        "estimate",
+        "--parameters",
+        "7",
+        "--bits",
+        "16",
+        "--reserve-gib",
+    ];
+    for (value, needle) in [
+        ("-4", "must not be negative"),
+        ("-0.5", "must not be negative"),
+        ("nan", "finite"),
+        ("inf", "finite"),
+        ("-inf", "finite"),
+        ("four", "plain decimal number"),
+        ("1e3", "plain decimal number"),
+        ("4,5", "plain decimal number"),
+        ("1234567890123456", "at most 15 digits"),
+    ] {
+        let mut args = base.to_vec();
+        args.push(value);
+        usage_error(&args, needle);
+    }
+}

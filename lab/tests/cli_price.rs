@@ -1,0 +1,264 @@
+//! `lab price` and `lab tariffs` through the binary: output values, exit codes, messages.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::contains;
+use serde_json::Value;
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+/// Runs `lab` with `args`, expects exit 2 and exactly one stderr line containing `needle`.
+fn usage_error(args: &[&str], needle: &str) {
+    let output = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.starts_with("lab: error: "), "{stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in {stderr}"
+    );
+}
+
+fn json(args: &[&str]) -> Value {
+    let output = lab().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn two_b200_lots_for_seven_days_json() {
+    let v = json(&[
+        "price", "--gpu", "b200", "--days", "7", "--lots", "2", "--json",
+    ]);
+    assert_eq!(v["gpu"], "b200");
+    assert_eq!(v["model"], "NVIDIA B200 180 GB");
+    assert_eq!(v["days"], 7);
+    assert_eq!(v["lots"], 2);
+    assert_eq!(v["gpus_per_lot"], 2);
+    assert_eq!(v["gpus"], 4);
+    assert_eq!(v["lot_price_cents"], 153_216);
+    assert_eq!(v["total_cents"], 306_432);
+    assert_eq!(v["total_usd"], "3064.32");
+    assert_eq!(v["accepted_results"], Value::Null);
+    assert_eq!(v["unit_cost_usd"], Value::Null);
+    assert_eq!(v["catalog"]["snapshot_date"], "2026-09-24");
+    assert_eq!(v["catalog"]["embedded"], true);
+    assert_eq!(v["catalog"]["sha256"].as_str().unwrap().len(), 64);
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut expected = vec![
+        "gpu",
+        "model",
+        "days",
+        "lots",
+        "gpus_per_lot",
+        "gpus",
+        "lot_price_cents",
+        "total_cents",
+        "total_usd",
+        "accepted_results",
+        "unit_cost_usd",
+        "catalog",
+    ];
+    let mut keys_sorted = keys.clone();
+    keys_sorted.sort();
+    expected.sort();
+    assert_eq!(keys_sorted, expected);
+}
+
+#[test]
+fn unit_cost_rounds_half_to_even() {
+    // 153,216 cents / 2,560,000 results = 598.5 micro-dollars -> 598.
+    let v = json(&[
+        "price",
+        "--gpu",
+        "b200",
+        "--days",
+        "7",
+        "--lots",
+        "1",
+        "--accepted-results",
+        "2560000",
+        "--json",
+    ]);
+    assert_eq!(v["accepted_results"], 2_560_000);
+    assert_eq!(v["unit_cost_usd"], "0.000598");
+    // 306,432 cents / 1,000 = 3.06432 USD.
+    let v = json(&[
+        "price",
+        "--gpu",
+        "b200",
+        "--days",
+        "7",
+        "--lots",
+        "2",
+        "--accepted-results",
+        "1000",
+        "--json",
+    ]);
+    assert_eq!(v["unit_cost_usd"], "3.064320");
+}
+
+#[test]
+fn human_summary() {
+    lab()
+        .args([
+            "price",
+            "--gpu",
+            "b200",
+            "--days",
+            "7",
+            "--lots",
+            "2",
+            "--accepted-results",
+            "3",
+        ])
+        .assert()
+        .success()
+        .stdout(contains("2 lots x 2 GPUs per lot = 4 GPUs"))
+        .stdout(contains("3064.32 USD"))
+        .stdout(contains("1021.440000 USD per accepted result"))
+        .stdout(contains("illustrative prices"));
+}
+
+#[test]
+fn unknown_gpu_lists_valid_ids() {
+    usage_error(
+        &["price", "--gpu", "x100", "--days", "7", "--lots", "1"],
+        "unknown GPU 'x100'; valid ids: t4, l4,",
+    );
+}
+
+#[test]
+fn wrong_duration_lists_valid_ones() {
+    for days in ["5", "0", "-7", "7.5", "seven", "14"] {
+        usage_error(
+            &["price", "--gpu", "b200", "--days", days, "--lots", "1"],
+            "3, 7, 30",
+        );
+    }
+}
+
+#[test]
+fn bad_lots_are_rejected() {
+    for lots in [
+        "0",
+        "-1",
+        "1.5",
+        "abc",
+        "",
+        "1e3",
+        "99999999999999999999999",
+    ] {
+        usage_error(
+            &["price", "--gpu", "b200", "--days", "7", "--lots", lots],
+            "--lots must be a whole number from 1",
+        );
+    }
+}
+
+#[test]
+fn bad_accepted_results_are_rejected() {
+    for k in ["0", "-3", "2.5", "ten"] {
+        usage_error(
+            &[
+                "price",
+                "--gpu",
+                "b200",
+                "--days",
+                "7",
+                "--lots",
+                "1",
+                "--accepted-results",
+                k,
+            ],
+            "--accepted-results must be a whole number from 1",
+        );
+    }
+}
+
+#[test]
+fn overflowing_total_is_rejected() {
+    // 587,520 cents x 10^16 lots > 2^63 - 1 cents.
+    usage_error(
+        &[
+            "price",
+            "--gpu",
+            "b200",
+            "--days",
+            "30",
+            "--lots",
+            "10000000000000000",
+        ],
+        "does not fit in a signed 64-bit cent count",
+    );
+}
+
+#[test]
+fn unreadable_tariffs_file_is_a_runtime_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.csv");
+    lab()
+        .args([
+            "price",
+            "--gpu",
+            "b200",
+            "--days",
+            "7",
+            "--lots",
+            "1",
+            "--tariffs",
+        ])
+        .arg(&missing)
+        .assert()
+        .code(1)
+        .stderr(contains("cannot read catalog"))
+        .stderr(predicate::function(|s: &str| s.lines().count() == 1));
+}
+
+#[test]
+fn tariffs_table_is_sorted_by_price_per_gpu_day() {
+    let v = json(&["tariffs", "--json"]);
+    let packages = v["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 45);
+    assert_eq!(v["days"], Value::Null);
+    let per_day: Vec<rust_decimal::Decimal> = packages
+        .iter()
+        .map(|p| p["usd_per_gpu_day"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(per_day.windows(2).all(|w| w[0] <= w[1]), "{per_day:?}");
+    let b200 = packages
+        .iter()
+        .find(|p| p["gpu"] == "b200" && p["days"] == 7)
+        .unwrap();
+    assert_eq!(b200["usd_per_gpu_day"], "109.440000");
+    assert_eq!(b200["price_usd"], "1532.16");
+    assert_eq!(b200["gpus_per_lot"], 2);
+
+    let v = json(&["tariffs", "--days", "30", "--json"]);
+    assert_eq!(v["days"], 30);
+    let packages = v["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 15);
+    assert!(packages.iter().all(|p| p["days"] == 30));
+}
+
+#[test]
+fn tariffs_table_text_and_bad_days() {
+    lab()
+        .args(["tariffs", "--days", "7"])
+        .assert()
+        .success()
+        .stdout(contains("USD per GPU-day"))
+        .stdout(contains("15 packages, cheapest per GPU-day first"));
+    usage_error(
+        &["tariffs", "--days", "10"],
+        "--days must be one of 3, 7, 30",
+    );
+}
