@@ -1,0 +1,630 @@
+"""Tests of dist/mesure_memoire.py: estimate arithmetic, guards, atomic output, phase protocol.
+
+Standard library only; run with ``python3 -m unittest discover -s tests/python``. PyTorch is
+never needed: the guard is run with an isolated interpreter (``python3 -I -S``), and the
+phase protocol is checked against a small fake ``torch`` module that models allocator
+counters from the lifetimes of fake tensors.
+"""
+
+import contextlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "dist", "mesure_memoire.py")
+SCHEMA = os.path.join(ROOT, "lab", "schema", "measurement.schema.json")
+ESTIMATE_KEYS = [
+    "parameters",
+    "bits",
+    "bytes_per_parameter",
+    "weights_bytes",
+    "weights_gib",
+    "weights_gb",
+    "reserve_gib",
+    "total_gib",
+    "excluded",
+]
+SMALL = ["--batch", "1", "--context", "16", "--width", "64", "--warmup", "1", "--repeats", "2"]
+
+
+def load_module():
+    """Imports mesure_memoire.py from dist/ under a private name."""
+    spec = importlib.util.spec_from_file_location("mesure_memoire_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mm = load_module()
+
+
+def run(*args, isolated=False, cwd=None):
+    """Runs the script (``python3 -I -S`` when ``isolated``); returns the CompletedProcess."""
+    flags = ["-I", "-S"] if isolated else []
+    return subprocess.run(
+        [sys.executable, *flags, SCRIPT, *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+class Estimate(unittest.TestCase):
+    """SPEC section 2: worked example, rounding, what is excluded."""
+
+    def estimate(self, *args):
+        """Runs ``estimate ... --json`` and returns the parsed object."""
+        done = run("estimate", *args, "--json")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return json.loads(done.stdout)
+
+    def test_worked_example(self):
+        result = self.estimate("--parameters", "7000000000", "--bits", "16", "--reserve-gib", "4")
+        self.assertEqual(list(result), ESTIMATE_KEYS)
+        self.assertEqual(result["bytes_per_parameter"], 2)
+        self.assertEqual(result["weights_bytes"], 14_000_000_000)
+        self.assertEqual(result["weights_gib"], "13.038516")
+        self.assertEqual(result["weights_gb"], "14.000000")
+        self.assertEqual(result["reserve_gib"], "4.000000")
+        self.assertEqual(result["total_gib"], "17.038516")
+        self.assertEqual(
+            result["excluded"],
+            ["activations", "KV cache", "quantization metadata", "gradients", "optimizer states", "libraries and runtime"],
+        )
+
+    def test_reserve_defaults_to_zero(self):
+        result = self.estimate("--parameters", "7000000000", "--bits", "12")
+        self.assertEqual(result["bytes_per_parameter"], 2)
+        self.assertEqual(result["reserve_gib"], "0.000000")
+        self.assertEqual(result["total_gib"], "13.038516")
+
+    def test_bits_round_up_to_whole_bytes(self):
+        for bits, expected in ((1, 1), (4, 1), (8, 1), (9, 2), (12, 2), (16, 2), (32, 4), (64, 8), (65, 9)):
+            self.assertEqual(mm.bytes_per_parameter(bits), expected)
+            self.assertEqual(mm.estimate_weights(1, bits)["bytes_per_parameter"], expected)
+
+    def test_half_to_even(self):
+        self.assertEqual(mm.estimate_weights(1 << 23, 8)["weights_gib"], "0.007812")
+        self.assertEqual(mm.estimate_weights(3 << 23, 8)["weights_gib"], "0.023438")
+        self.assertEqual(mm.estimate_weights(1500, 8)["weights_gb"], "0.000002")
+        self.assertEqual(mm.estimate_weights(2500, 8)["weights_gb"], "0.000002")
+
+    def test_total_is_rounded_once(self):
+        self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.0000004")["total_gib"], "0.007813")
+        self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.000001")["total_gib"], "0.007814")
+        self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.000000000000000001")["total_gib"], "0.007813")
+        self.assertEqual(mm.estimate_weights(1, 8, "0.0000005")["reserve_gib"], "0.000000")
+
+    def test_largest_weights_that_fit(self):
+        self.assertEqual(mm.estimate_weights(2**64 - 1, 8)["weights_bytes"], 2**64 - 1)
+
+    def test_monotone_in_parameters_and_bits(self):
+        previous = None
+        for parameters in (1, 999, 7 * 10**9, 70 * 10**9, 405 * 10**9):
+            for bits in range(1, 65):
+                current = mm.estimate_weights(parameters, bits, "0.5")
+                if previous and previous["parameters"] == parameters:
+                    self.assertLessEqual(float(previous["total_gib"]), float(current["total_gib"]))
+                previous = current
+
+    def test_text_output(self):
+        done = run("estimate", "--parameters", "7000000000", "--bits", "16", "--reserve-gib", "4")
+        self.assertEqual(done.returncode, 0)
+        self.assertIn("13.038516 GiB", done.stdout)
+        self.assertIn("14.000000 GB", done.stdout)
+        self.assertIn("17.038516 GiB", done.stdout)
+        self.assertIn("KV cache", done.stdout)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        cases = [
+            ["--parameters", "0", "--bits", "16"],
+            ["--parameters", "-1", "--bits", "16"],
+            ["--parameters", "7e9", "--bits", "16"],
+            ["--parameters", "1.5", "--bits", "16"],
+            ["--parameters", "+5", "--bits", "16"],
+            ["--parameters", "7_000", "--bits", "16"],
+            ["--parameters", "", "--bits", "16"],
+            ["--parameters", "18446744073709551616", "--bits", "16"],
+            ["--parameters", "18446744073709551615", "--bits", "16"],
+            ["--parameters", "5", "--bits", "0"],
+            ["--parameters", "5", "--bits", "-8"],
+            ["--parameters", "5", "--bits", "8.5"],
+            ["--parameters", "5", "--bits", "4294967296"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "-1"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "-0.5"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "nan"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "inf"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "Infinity"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "1e3"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", ".5"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "1."],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "+4"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "4 GiB"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "1234567890123456"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "0.1234567890123456789"],
+            ["--parameters", "5"],
+            ["--bits", "8"],
+            ["--parameters", "5", "--bits", "8", "--bits", "8"],
+            ["--parameters", "5", "--bits", "8", "--unknown"],
+        ]
+        for args in cases:
+            with self.subTest(args=args):
+                done = run("estimate", *args)
+                self.assertEqual(done.returncode, 2, done.stdout)
+                self.assertEqual(done.stdout, "")
+                self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+                self.assertTrue(done.stderr.startswith("mesure_memoire.py: error: "))
+
+    def test_reserve_limits(self):
+        self.assertEqual(mm.estimate_weights(1, 8, "123456789012345")["reserve_gib"], "123456789012345.000000")
+        self.assertEqual(mm.estimate_weights(1, 8, "0.123456789012345678")["reserve_gib"], "0.123457")
+        self.assertIn("negative", str(self.error(lambda: mm.parse_reserve_gib("-1"))))
+        self.assertIn("finite", str(self.error(lambda: mm.parse_reserve_gib("inf"))))
+
+    def error(self, call):
+        """Returns the KitError raised by ``call`` (and checks its exit code is 2)."""
+        with self.assertRaises(mm.KitError) as caught:
+            call()
+        self.assertEqual(caught.exception.exit_code, 2)
+        return caught.exception
+
+
+class Guards(unittest.TestCase):
+    """measure without PyTorch or without a GPU: one line, exit 2, no file; never the CPU."""
+
+    def setUp(self):
+        """A temporary folder for outputs."""
+        self.folder = tempfile.TemporaryDirectory()
+        self.output = os.path.join(self.folder.name, "mesures.json")
+
+    def tearDown(self):
+        """Removes the temporary folder."""
+        self.folder.cleanup()
+
+    def assert_guarded(self, done, fragment):
+        """Exit 2, one stderr line containing ``fragment``, and an empty output folder."""
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        lines = done.stderr.splitlines()
+        self.assertEqual(len(lines), 1, done.stderr)
+        self.assertTrue(lines[0].startswith("mesure_memoire.py: error: "), lines[0])
+        self.assertIn(fragment, lines[0])
+        self.assertEqual(os.listdir(self.folder.name), [])
+
+    def test_without_pytorch_isolated_interpreter(self):
+        done = run("measure", "--device", "cuda:0", *SMALL, "--output", self.output, isolated=True)
+        self.assert_guarded(done, "PyTorch cannot be imported")
+        self.assertIn("nothing was measured", done.stderr)
+
+    def test_device_strings_that_are_not_a_gpu(self):
+        for device, fragment in (
+            ("cpu", "never falls back to the CPU"),
+            ("mps", "not supported"),
+            ("mps:0", "not supported"),
+            ("cuda", "explicitly"),
+            ("cuda:", "unrecognised"),
+            ("cuda:x", "unrecognised"),
+            ("cuda:-1", "unrecognised"),
+            ("gpu0", "unrecognised"),
+            ("", "unrecognised"),
+        ):
+            with self.subTest(device=device):
+                done = run("measure", "--device", device, *SMALL, "--output", self.output, isolated=True)
+                self.assert_guarded(done, fragment)
+
+    def test_existing_output_is_untouched(self):
+        with open(self.output, "w", encoding="utf-8") as stream:
+            stream.write("previous results\n")
+        done = run("measure", "--device", "cuda:0", *SMALL, "--output", self.output, isolated=True)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("already exists", done.stderr)
+        with open(self.output, encoding="utf-8") as stream:
+            self.assertEqual(stream.read(), "previous results\n")
+        self.assertEqual(os.listdir(self.folder.name), ["mesures.json"])
+
+    def test_missing_output_folder(self):
+        missing = os.path.join(self.folder.name, "no", "such", "folder", "m.json")
+        done = run("measure", "--device", "cuda:0", *SMALL, "--output", missing, isolated=True)
+        self.assert_guarded(done, "does not exist")
+
+    def test_bad_measure_flags(self):
+        for args, fragment in (
+            (["--batch", "0"], "--batch"),
+            (["--context", "-1"], "--context"),
+            (["--width", "1.5"], "--width"),
+            (["--repeats", "0"], "--repeats"),
+            (["--warmup", "-1"], "--warmup"),
+            (["--seed", "-1"], "--seed"),
+            (["--seed", "9223372036854775808"], "--seed"),
+            (["--dtype", "float64"], "--dtype"),
+            (["--dtype", "int8"], "--dtype"),
+        ):
+            with self.subTest(args=args):
+                merged = dict(zip(SMALL[::2], SMALL[1::2]))
+                merged.update(dict(zip(args[::2], args[1::2])))
+                flat = [item for pair in merged.items() for item in pair]
+                done = run("measure", "--device", "cuda:0", *flat, "--output", self.output, isolated=True)
+                self.assert_guarded(done, fragment)
+
+    def test_required_flags(self):
+        done = run("measure", *SMALL, "--output", self.output, isolated=True)
+        self.assert_guarded(done, "--device")
+        done = run("measure", "--device", "cuda:0", *SMALL, isolated=True)
+        self.assert_guarded(done, "--output")
+
+    def test_environment_is_a_diagnostic_without_pytorch(self):
+        done = run("environment", "--device", "cuda:0", isolated=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("not available", done.stdout)
+        done = run("environment", "--device", "cuda:0", "--json", isolated=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        env = json.loads(done.stdout)
+        self.assertIs(env["torch_available"], False)
+        self.assertIsNone(env["torch_version"])
+        self.assertEqual(env["device"], "cuda:0")
+        self.assertIs(env["device_available"], False)
+        self.assertEqual(env["runtime"]["language"], "Python")
+        self.assertEqual(env["tool"], {"name": "iteragpu-lab", "version": "1.0.0", "implementation": "python"})
+
+    def test_environment_collects_no_personal_data(self):
+        done = run("environment", "--device", "cuda:0", "--json", isolated=True)
+        text = done.stdout
+        for private in {os.environ.get("USER"), os.environ.get("HOME"), os.uname().nodename} - {None, "", "/"}:
+            self.assertNotIn(private, text)
+
+
+class AtomicOutput(unittest.TestCase):
+    """write_new_json: new file only, atomic, nothing left behind."""
+
+    def test_writes_then_refuses_to_overwrite(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "m.json")
+            mm.write_new_json(path, {"a": 1})
+            with open(path, encoding="utf-8") as stream:
+                self.assertEqual(json.load(stream), {"a": 1})
+            with self.assertRaises(mm.KitError) as caught:
+                mm.write_new_json(path, {"a": 2})
+            self.assertEqual(caught.exception.exit_code, 2)
+            with open(path, encoding="utf-8") as stream:
+                self.assertEqual(json.load(stream), {"a": 1})
+            self.assertEqual(os.listdir(folder), ["m.json"])
+
+    def test_unserialisable_document_leaves_nothing(self):
+        with tempfile.TemporaryDirectory() as folder:
+            with self.assertRaises(TypeError):
+                mm.write_new_json(os.path.join(folder, "m.json"), {"a": object()})
+            self.assertEqual(os.listdir(folder), [])
+
+
+class SyntheticModel(unittest.TestCase):
+    """Sizes of Linear(w, 4w) -> GELU -> Linear(4w, w)."""
+
+    def test_small_float32(self):
+        info = mm.synthetic_model_info(1, 16, 64, "float32")
+        self.assertEqual(info["hidden"], 256)
+        self.assertEqual(info["parameters"], 64 * 256 + 256 + 256 * 64 + 64)
+        self.assertEqual(info["parameter_bytes"], 33088 * 4)
+        self.assertEqual(info["input_bytes"], 16 * 64 * 4)
+        self.assertEqual(info["output_bytes"], 16 * 64 * 4)
+        self.assertEqual(info["flops_per_forward"], 2 * 16 * (64 * 256 * 2))
+
+    def test_large_bfloat16(self):
+        info = mm.synthetic_model_info(2, 128, 1024, "bfloat16")
+        self.assertEqual(info["dtype_bytes"], 2)
+        self.assertEqual(info["parameters"], 8_393_728)
+        self.assertEqual(info["input_bytes"], 2 * 128 * 1024 * 2)
+
+
+# --- a fake torch: just enough API for run_measurement, with counters from object lifetimes ---
+
+
+class _Allocator:
+    """Counts bytes of live fake tensors; reserved grows in 2 MiB blocks and never shrinks."""
+
+    def __init__(self):
+        """Starts with nothing allocated and an empty call log."""
+        self.allocated = 0
+        self.reserved = 0
+        self.peak_allocated = 0
+        self.peak_reserved = 0
+        self.calls = []
+
+    def grow(self, size):
+        """Accounts for a new live tensor of ``size`` bytes."""
+        self.allocated += size
+        block = 2 * 1024 * 1024
+        while self.reserved < self.allocated:
+            self.reserved += block
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+    def shrink(self, size):
+        """Accounts for a freed tensor of ``size`` bytes (reserved stays: the cache is kept)."""
+        self.allocated -= size
+
+
+def make_fake_torch(fail_in=None):
+    """Builds a fake ``torch`` module; ``fail_in`` names a phase that raises OutOfMemoryError."""
+    allocator = _Allocator()
+    torch = types.ModuleType("torch")
+    torch.__version__ = "0.0.0+fake"
+    torch.version = types.SimpleNamespace(cuda="13.0", hip=None)
+    torch.float32, torch.float16, torch.bfloat16 = "float32", "float16", "bfloat16"
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2}
+    state = {"phase_calls": 0}
+
+    class OutOfMemoryError(RuntimeError):
+        """Stands for torch.cuda.OutOfMemoryError."""
+
+    class Tensor:
+        """A fake GPU tensor: its bytes count while it is alive."""
+
+        def __init__(self, size):
+            """Allocates ``size`` bytes."""
+            self.size = size
+            allocator.grow(size)
+
+        def __del__(self):
+            """Frees the bytes."""
+            allocator.shrink(self.size)
+
+    class Event:
+        """A CUDA event stand-in with a fixed elapsed time."""
+
+        def __init__(self, enable_timing=False):
+            """Requires timing, as the protocol does."""
+            assert enable_timing
+
+        def record(self, stream=None):
+            """Logs the record."""
+            allocator.calls.append("record")
+
+        def elapsed_time(self, other):
+            """Milliseconds between two events."""
+            return 1.5
+
+    def log(name, value=None):
+        """Logs a call and returns ``value``."""
+        allocator.calls.append(name)
+        return value
+
+    class Linear:
+        """A fake Linear layer; moving it to the GPU allocates its weights."""
+
+        def __init__(self, inputs, outputs, bias=True, dtype=None):
+            """Keeps the shape and dtype."""
+            self.count = inputs * outputs + (outputs if bias else 0)
+            self.dtype = dtype
+            self.outputs = outputs
+
+    class GELU:
+        """A fake GELU; the protocol needs the exact (erf) form."""
+
+        def __init__(self, approximate="none"):
+            """Checks that the exact form is requested."""
+            assert approximate == "none"
+
+    class Sequential:
+        """A fake MLP: forward allocates a hidden activation (freed) and the output (kept)."""
+
+        def __init__(self, *layers):
+            """Keeps the layers."""
+            self.layers = layers
+            self.weights = None
+
+        def to(self, device):
+            """Moves the weights to the fake GPU."""
+            if fail_in == "model_load":
+                raise OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+            self.weights = [Tensor(layer.count * sizes[layer.dtype]) for layer in self.layers if isinstance(layer, Linear)]
+            return self
+
+        def eval(self):
+            """Returns the model."""
+            return self
+
+        def __call__(self, x):
+            """One forward pass."""
+            if fail_in == "cold_forward":
+                raise OutOfMemoryError("CUDA out of memory. Tried to allocate 20 GiB")
+            hidden = Tensor(x.size * 4)
+            output = Tensor(x.size)
+            del hidden
+            return output
+
+    class Generator:
+        """A fake generator bound to a device."""
+
+        def __init__(self, device=None):
+            """Keeps the device."""
+            self.device = device
+
+        def manual_seed(self, seed):
+            """Seeds the generator."""
+            self.seed = seed
+            return self
+
+    def randn(shape, dtype=None, device=None, generator=None):
+        """A fake input tensor of the given shape."""
+        assert generator is not None and generator.seed is not None
+        count = 1
+        for dimension in shape:
+            count *= dimension
+        return Tensor(count * sizes[dtype])
+
+    def synchronize(device=None):
+        """Logs a device synchronisation."""
+        state["phase_calls"] += 1
+        log("synchronize")
+
+    properties = types.SimpleNamespace(name="Fake GPU", total_memory=80 * 2**30, multi_processor_count=100)
+    torch.cuda = types.SimpleNamespace(
+        OutOfMemoryError=OutOfMemoryError,
+        Event=Event,
+        is_available=lambda: True,
+        device_count=lambda: 1,
+        get_device_properties=lambda index: properties,
+        get_device_capability=lambda index: (9, 0),
+        synchronize=synchronize,
+        memory_allocated=lambda device=None: log("memory_allocated", allocator.allocated),
+        memory_reserved=lambda device=None: log("memory_reserved", allocator.reserved),
+        max_memory_allocated=lambda device=None: log("max_memory_allocated", allocator.peak_allocated),
+        max_memory_reserved=lambda device=None: log("max_memory_reserved", allocator.peak_reserved),
+        reset_peak_memory_stats=lambda device=None: (
+            log("reset_peak_memory_stats"),
+            setattr(allocator, "peak_allocated", allocator.allocated),
+            setattr(allocator, "peak_reserved", allocator.reserved),
+        ),
+        device=lambda device: contextlib.nullcontext(),
+    )
+    torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False)))
+    torch.device = lambda kind, index: f"{kind}:{index}"
+    torch.no_grad = contextlib.nullcontext
+    torch.manual_seed = lambda seed: log("manual_seed")
+    torch.nn = types.SimpleNamespace(Sequential=Sequential, Linear=Linear, GELU=GELU)
+    torch.Generator = Generator
+    torch.randn = randn
+    torch.allocator = allocator
+    return torch
+
+
+class PhaseProtocol(unittest.TestCase):
+    """run_measurement against the fake torch: rows, order of calls, lifetimes, errors."""
+
+    def setUp(self):
+        """Installs a fake torch in sys.modules (removed in tearDown)."""
+        self.saved = sys.modules.get("torch")
+        self.torch = make_fake_torch()
+        sys.modules["torch"] = self.torch
+
+    def tearDown(self):
+        """Restores sys.modules."""
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+
+    def measure(self, **overrides):
+        """Runs the small measurement with ``overrides``; returns the document."""
+        arguments = dict(device="cuda:0", batch=1, context=16, width=64, dtype="float32", warmup=1, repeats=2, seed=0)
+        arguments.update(overrides)
+        return mm.run_measurement(**arguments)
+
+    def test_six_rows_in_order_and_schema_keys(self):
+        document = self.measure()
+        self.assertEqual(
+            [(row["phase"], row["repetition"]) for row in document["phases"]],
+            [("model_load", None), ("inputs", None), ("cold_forward", None), ("warmup", None), ("warm_forward", 1), ("warm_forward", 2)],
+        )
+        self.assertEqual(document["schema"], "iteragpu-lab/measurement/v1")
+        self.assertEqual(document["tool"], {"name": "iteragpu-lab", "version": "1.0.0", "implementation": "python"})
+        with open(SCHEMA, encoding="utf-8") as stream:
+            schema = json.load(stream)
+        self.assertTrue(set(schema["required"]) <= set(document))
+        for key in ("environment", "configuration", "synthetic_model"):
+            self.assertTrue(set(schema["properties"][key]["required"]) <= set(document[key]), key)
+            for field in schema["properties"][key]["required"]:
+                if field not in ("cuda_build_version", "hip_build_version"):  # null allowed
+                    self.assertIsNotNone(document[key][field], f"{key}.{field}")
+        for row in document["phases"]:
+            self.assertTrue(set(schema["$defs"]["phase"]["required"]) <= set(row))
+            self.assertEqual(row["gpu_seconds"], 0.0015)
+            self.assertGreaterEqual(row["wall_seconds"], 0)
+        self.assertRegex(document["created_utc"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertIs(document["environment"]["tf32_matmul_allowed"], False)
+        json.dumps(document)  # serialisable
+
+    def test_each_phase_follows_the_protocol(self):
+        self.measure()
+        calls = [call for call in self.torch.allocator.calls if call != "manual_seed"]
+        one_phase = [
+            "synchronize",
+            "memory_allocated",
+            "memory_reserved",
+            "reset_peak_memory_stats",
+            "record",
+            "record",
+            "synchronize",
+            "memory_allocated",
+            "memory_reserved",
+            "max_memory_allocated",
+            "max_memory_reserved",
+        ]
+        self.assertEqual(calls, one_phase * 6)
+
+    def test_outputs_live_until_the_reading_and_are_freed_before_the_next_phase(self):
+        document = self.measure(warmup=3, repeats=2)
+        rows = document["phases"]
+        weights = 33088 * 4
+        inputs = 16 * 64 * 4
+        output = inputs
+        self.assertEqual(rows[0]["end_allocated_bytes"], weights)
+        self.assertEqual(rows[1]["end_allocated_bytes"], weights + inputs)
+        for row in rows[2:]:
+            self.assertEqual(row["baseline_allocated_bytes"], weights + inputs, row["phase"])
+            self.assertEqual(row["end_allocated_bytes"], weights + inputs + output, row["phase"])
+            # peak: the hidden activation (4x) and the output exist together; never two outputs
+            self.assertEqual(row["peak_allocated_bytes"], weights + inputs + 4 * inputs + output, row["phase"])
+            self.assertLessEqual(row["end_allocated_bytes"], row["end_reserved_bytes"])
+        self.assertEqual(rows[3]["forward_passes"], 3)
+
+    def test_warmup_zero_still_emits_the_row(self):
+        rows = self.measure(warmup=0, repeats=1)["phases"]
+        self.assertEqual([row["phase"] for row in rows], ["model_load", "inputs", "cold_forward", "warmup", "warm_forward"])
+        self.assertEqual(rows[3]["forward_passes"], 0)
+        self.assertEqual(rows[3]["end_allocated_bytes"], rows[3]["baseline_allocated_bytes"])
+
+    def test_missing_index_is_refused(self):
+        with self.assertRaises(mm.KitError) as caught:
+            self.measure(device="cuda:7")
+        self.assertEqual(caught.exception.exit_code, 2)
+        self.assertIn("cuda:7 does not exist", str(caught.exception))
+
+    def test_no_gpu_is_refused(self):
+        self.torch.cuda.is_available = lambda: False
+        with self.assertRaises(mm.KitError) as caught:
+            self.measure()
+        self.assertEqual(caught.exception.exit_code, 2)
+        self.assertIn("no GPU", str(caught.exception))
+
+    def test_out_of_memory_exits_1_and_writes_nothing(self):
+        for phase in ("model_load", "cold_forward"):
+            with self.subTest(phase=phase), tempfile.TemporaryDirectory() as folder:
+                sys.modules["torch"] = make_fake_torch(fail_in=phase)
+                output = os.path.join(folder, "m.json")
+                stderr = _capture_stderr(lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--output", output]))
+                self.assertEqual(stderr[0], 1)
+                self.assertIn("out of memory", stderr[1])
+                self.assertIn(phase, stderr[1])
+                self.assertEqual(len(stderr[1].splitlines()), 1)
+                self.assertEqual(os.listdir(folder), [])
+
+    def test_cli_writes_one_new_file(self):
+        with tempfile.TemporaryDirectory() as folder:
+            output = os.path.join(folder, "m.json")
+            code, _ = _capture_stderr(lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--output", output]))
+            self.assertEqual(code, 0)
+            self.assertEqual(os.listdir(folder), ["m.json"])
+            with open(output, encoding="utf-8") as stream:
+                document = json.load(stream)
+            self.assertEqual(document["configuration"]["device"], "cuda:0")
+            self.assertEqual(len(document["phases"]), 6)
+            code, message = _capture_stderr(lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--output", output]))
+            self.assertEqual(code, 2)
+            self.assertIn("already exists", message)
+
+
+def _capture_stderr(call):
+    """Runs ``call`` with stdout/stderr captured; returns ``(result, stderr text)``."""
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        result = call()
+    return result, err.getvalue()
+
+
+if __name__ == "__main__":
+    unittest.main()
