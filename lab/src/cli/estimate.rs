@@ -1,6 +1,6 @@
 //! `lab estimate`: weight memory from a parameter count and a storage width (no GPU).
 
-use super::numbers::{positive_integer, print_json};
+use super::numbers::{emit, positive_integer, print_json};
 use lab::estimate::{estimate, parse_reserve_gib};
 use rust_decimal::Decimal;
 
@@ -38,15 +38,22 @@ pub fn run(args: Args) -> lab::Result<()> {
     if args.json {
         return print_json(&e);
     }
-    println!(
+    let mut out: Vec<String> = Vec::new();
+    out.push(format!(
         "{} parameters x {} bytes ({} bits rounded up to whole bytes) = {} bytes",
         e.parameters, e.bytes_per_parameter, e.bits, e.weights_bytes
+    ));
+    out.push(format!("  weights:  {} GiB (2^30 bytes)", e.weights_gib));
+    out.push(format!("  weights:  {} GB (10^9 bytes)", e.weights_gb));
+    out.push(format!(
+        "  reserve:  {} GiB (your assumption)",
+        e.reserve_gib
+    ));
+    out.push(format!("  total:    {} GiB", e.total_gib));
+    out.push(format!("  not included: {}.", e.excluded.join(", ")));
+    out.push(
+        "  This is weight memory only; it does not say whether a real model fits a card."
+            .to_string(),
     );
-    println!("  weights:  {} GiB (2^30 bytes)", e.weights_gib);
-    println!("  weights:  {} GB (10^9 bytes)", e.weights_gb);
-    println!("  reserve:  {} GiB (your assumption)", e.reserve_gib);
-    println!("  total:    {} GiB", e.total_gib);
-    println!("  not included: {}.", e.excluded.join(", "));
-    println!("  This is weight memory only; it does not say whether a real model fits a card.");
-    Ok(())
+    emit(&out)
 }

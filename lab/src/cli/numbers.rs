@@ -52,10 +52,32 @@ pub fn duration(text: &str) -> Result<u32> {
 /// Prints `value` as one JSON object (pretty, two-space indent) followed by a newline.
 ///
 /// # Errors
-/// [`Error::Runtime`] if serialization fails (it does not for the types used here).
+/// [`Error::Runtime`] if serialization or writing to stdout fails (see [`emit`]).
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::runtime(format!("cannot write JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    emit(&[text])
+}
+
+/// Writes `lines` to stdout, each followed by a newline.
+///
+/// A closed pipe (`lab tariffs | head`) is not an error: the reader has what it wanted.
+///
+/// # Errors
+/// [`Error::Runtime`] for any other write failure.
+pub fn emit(lines: &[String]) -> Result<()> {
+    use std::io::Write;
+    let mut text = lines.join("\n");
+    text.push('\n');
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::runtime(format!(
+            "cannot write to standard output: {e}"
+        ))),
+    }
 }

@@ -1,6 +1,6 @@
 //! `lab price`: the price of a package and, given accepted results, the cost per result.
 
-use super::numbers::{duration, positive_integer, print_json};
+use super::numbers::{duration, emit, positive_integer, print_json};
 use lab::catalog::Catalog;
 use lab::pricing::quote;
 use std::path::PathBuf;
@@ -48,24 +48,25 @@ pub fn run(args: Args) -> lab::Result<()> {
         return print_json(&q);
     }
     let lot_word = if q.lots == 1 { "lot" } else { "lots" };
-    println!("{} ({}), {} days", q.gpu, q.model, q.days);
-    println!(
+    let mut out: Vec<String> = Vec::new();
+    out.push(format!("{} ({}), {} days", q.gpu, q.model, q.days));
+    out.push(format!(
         "  GPUs:       {} {lot_word} x {} GPUs per lot = {} GPUs",
         q.lots, q.gpus_per_lot, q.gpus
-    );
-    println!(
+    ));
+    out.push(format!(
         "  lot price:  {} USD",
         lab::pricing::cents_to_usd(q.lot_price_cents)
-    );
-    println!(
+    ));
+    out.push(format!(
         "  total:      {} USD ({} cents)",
         q.total_usd, q.total_cents
-    );
+    ));
     match (q.accepted_results, q.unit_cost_usd) {
-        (Some(results), Some(cost)) => {
-            println!("  unit cost:  {cost} USD per accepted result ({results} accepted)")
-        }
-        _ => println!("  unit cost:  not computed (give --accepted-results K)"),
+        (Some(results), Some(cost)) => out.push(format!(
+            "  unit cost:  {cost} USD per accepted result ({results} accepted)"
+        )),
+        _ => out.push("  unit cost:  not computed (give --accepted-results K)".to_string()),
     }
     let origin = if q.catalog.embedded {
         "embedded catalog"
@@ -77,9 +78,9 @@ pub fn run(args: Args) -> lab::Result<()> {
     } else {
         ""
     };
-    println!(
+    out.push(format!(
         "  catalog:    {origin}, snapshot {}{label}, sha256 {}",
         q.catalog.snapshot_date, q.catalog.sha256
-    );
-    Ok(())
+    ));
+    emit(&out)
 }

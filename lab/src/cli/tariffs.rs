@@ -1,6 +1,6 @@
 //! `lab tariffs`: the catalog as a table, cheapest per GPU-day first.
 
-use super::numbers::{duration, print_json};
+use super::numbers::{duration, emit, print_json};
 use lab::catalog::{Catalog, CatalogInfo};
 use lab::pricing::{cents_to_usd, compare_per_gpu_day, usd_per_gpu_day};
 use serde::Serialize;
@@ -97,15 +97,16 @@ pub fn run(args: Args) -> lab::Result<()> {
         .chain([15])
         .max()
         .unwrap_or(15);
-    println!(
+    let mut out: Vec<String> = Vec::new();
+    out.push(format!(
         "{:<w_gpu$}  {:<w_model$}  {:>4}  {:>8}  {:>w_price$}  {:>w_day$}",
         "gpu", "model", "days", "GPUs/lot", "USD per lot", "USD per GPU-day"
-    );
+    ));
     for r in &rows {
-        println!(
+        out.push(format!(
             "{:<w_gpu$}  {:<w_model$}  {:>4}  {:>8}  {:>w_price$}  {:>w_day$}",
             r.gpu, r.model, r.days, r.gpus_per_lot, r.price_usd, r.usd_per_gpu_day
-        );
+        ));
     }
     let origin = if catalog.is_embedded() {
         "embedded catalog"
@@ -117,11 +118,11 @@ pub fn run(args: Args) -> lab::Result<()> {
     } else {
         ""
     };
-    println!(
+    out.push(format!(
         "{} packages, cheapest per GPU-day first; {origin}, snapshot {}{label}, sha256 {}",
         rows.len(),
         lab::catalog::SNAPSHOT_DATE,
         catalog.sha256()
-    );
-    Ok(())
+    ));
+    emit(&out)
 }
