@@ -39,8 +39,13 @@ pub fn run(args: Args) -> lab::Result<()> {
         return print_json(&e);
     }
     let mut out: Vec<String> = Vec::new();
+    let byte_word = if e.bytes_per_parameter == 1 {
+        "byte"
+    } else {
+        "bytes"
+    };
     out.push(format!(
-        "{} parameters x {} bytes ({} bits rounded up to whole bytes) = {} bytes",
+        "{} parameters x {} {byte_word} ({} bits rounded up to whole bytes) = {} bytes",
         e.parameters, e.bytes_per_parameter, e.bits, e.weights_bytes
     ));
     out.push(format!("  weights:  {} GiB (2^30 bytes)", e.weights_gib));
