@@ -1,5 +1,8 @@
 //! `cargo xtask`: builds and checks IteraGPU Lab. One module per command.
 
+mod archive_check;
+mod dist;
+mod notebook_check;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -17,12 +20,15 @@ struct Cli {
 enum Command {
     /// Runs every check CI needs; exits 1 if any fails.
     Verify(verify::Args),
+    /// Builds the release archive target/dist/iteragpu-lab-v1.zip.
+    Dist(dist::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Verify(args) => verify::run(args),
+        Command::Dist(args) => dist::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -1,63 +1,210 @@
-//! `cargo xtask verify`: runs each check by name and ends with `N passed, N failed`.
+//! `cargo xtask verify`: the CI gate. Runs every step of [`STEPS`] by name, in order, and ends
+//! with `N passed, N failed`; exits 1 if any failed.
+//!
+//! Adding a check is one line in [`STEPS`]: a name and a `fn(&Ctx) -> Result<()>` (put the
+//! function in its own module when it is more than a command line). Steps marked
+//! [`Step::slow`] (e.g. the ones that need a real torch worker) are skipped by `--fast`, which
+//! is for developers only: CI runs `cargo xtask verify` without flags, so every step.
+//!
+//! `cargo xtask verify --archive FILE` runs none of the steps: it checks one zip (e.g. a
+//! downloaded kit) against its own manifest with [`lab::kit::verify_archive`].
 
-use anyhow::Result;
+use crate::{archive_check, dist, notebook_check};
+use anyhow::{bail, Context, Result};
+use lab::kit::{self, Finding};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 use xshell::{cmd, Shell};
-
-/// One named check: runs in the workspace root, `Err` means it failed.
-type Step = Box<dyn Fn(&Shell) -> Result<()>>;
 
 /// Flags of `cargo xtask verify`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Check only this zip against its own MANIFEST.json (safely, without extracting) and
+    /// report every mismatch by member name.
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
+    /// Skip the slow steps (developers only; CI runs every step).
+    #[arg(long)]
+    pub fast: bool,
+}
+
+/// What every step gets: a shell whose current folder is the workspace root, and that root.
+pub struct Ctx {
+    /// Shell for running commands, in [`Ctx::root`].
+    pub sh: Shell,
+    /// The workspace root.
+    pub root: PathBuf,
+}
+
+/// One named check. `Err` means it failed; the error says why.
+pub struct Step {
+    /// Name printed when the step starts and in its result line.
+    pub name: &'static str,
+    /// Whether `--fast` skips it.
+    pub slow: bool,
+    /// The check itself.
+    pub run: fn(&Ctx) -> Result<()>,
+}
+
+impl Step {
+    /// A step CI and `--fast` both run.
+    const fn new(name: &'static str, run: fn(&Ctx) -> Result<()>) -> Step {
+        Step {
+            name,
+            slow: false,
+            run,
+        }
+    }
+
+    /// A step that `--fast` skips (CI still runs it).
+    #[allow(dead_code)] // used by the torch steps
+    const fn slow(name: &'static str, run: fn(&Ctx) -> Result<()>) -> Step {
+        Step {
+            name,
+            slow: true,
+            run,
+        }
+    }
+}
+
+/// Every check CI runs, in order. The archive steps read the archive the `dist` step built.
+pub const STEPS: &[Step] = &[
+    Step::new("fmt", fmt),
+    Step::new("clippy", clippy),
+    Step::new("rust tests", rust_tests),
+    Step::new("catalog", catalog),
+    Step::new("results grid", results_grid),
+    Step::new("notebook", notebook),
+    Step::new("dist twice: same SHA-256", archive_check::reproducible),
+    Step::new("archive vs manifest: lab::kit", archive_check::read_back),
+    Step::new(
+        "archive vs manifest: python zipfile",
+        archive_check::python_zipfile,
+    ),
+    Step::new("archive: unzip -t", archive_check::unzip_test),
+];
 
 /// The workspace root (the parent of `xtask/`).
 pub fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("xtask lives one level below the workspace root")
-        .to_path_buf()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Runs every check; returns exit code 1 when any failed.
-pub fn run(_args: Args) -> Result<ExitCode> {
+/// Runs `cargo xtask verify`; returns exit code 1 when any step (or the archive) failed.
+pub fn run(args: Args) -> Result<ExitCode> {
+    if let Some(path) = args.archive {
+        return Ok(verify_one_archive(&path));
+    }
+    let root = project_root();
     let sh = Shell::new()?;
-    sh.change_dir(project_root());
-    let steps: Vec<(&str, Step)> = vec![
-        (
-            "fmt",
-            Box::new(|sh| Ok(cmd!(sh, "cargo fmt --all -- --check").run()?)),
-        ),
-        (
-            "clippy",
-            Box::new(|sh| {
-                Ok(cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?)
-            }),
-        ),
-        (
-            "rust tests",
-            Box::new(|sh| Ok(cmd!(sh, "cargo test --workspace").run()?)),
-        ),
-    ];
+    sh.change_dir(&root);
+    let ctx = Ctx { sh, root };
+    let started = Instant::now();
     let (mut passed, mut failed) = (0, 0);
-    for (name, step) in &steps {
-        eprintln!("==> {name}");
-        match step(&sh) {
+    for step in STEPS {
+        if args.fast && step.slow {
+            eprintln!("==> {} (skipped: --fast)", step.name);
+            continue;
+        }
+        eprintln!("==> {}", step.name);
+        let step_started = Instant::now();
+        match (step.run)(&ctx) {
             Ok(()) => {
                 passed += 1;
-                eprintln!("ok: {name}");
+                eprintln!("ok: {} ({:.1?})", step.name, step_started.elapsed());
             }
             Err(error) => {
                 failed += 1;
-                eprintln!("FAILED: {name}: {error:#}");
+                eprintln!("FAILED: {}: {error:#}", step.name);
             }
         }
     }
+    eprintln!("verify took {:.1?}", started.elapsed());
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--archive FILE`: prints every finding by member name; exit 1 on any.
+fn verify_one_archive(path: &Path) -> ExitCode {
+    let report = kit::verify_archive(path);
+    if let Some(hash) = &report.sha256 {
+        println!("{}: sha256 {hash}", report.archive);
+    }
+    for finding in &report.findings {
+        println!("{finding}");
+    }
+    if report.is_ok() {
+        println!(
+            "{}: ok, {} members match {}",
+            report.archive,
+            kit::MEMBERS.len(),
+            kit::MANIFEST_NAME
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!("{}: {} problem(s)", report.archive, report.findings.len());
+        ExitCode::FAILURE
+    }
+}
+
+/// Turns findings into a step result: one line per finding.
+pub fn findings_result(findings: &[Finding]) -> Result<()> {
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = findings.iter().map(|f| format!("  {f}")).collect();
+    bail!("{} problem(s):\n{}", findings.len(), lines.join("\n"))
+}
+
+fn fmt(ctx: &Ctx) -> Result<()> {
+    Ok(cmd!(ctx.sh, "cargo fmt --all -- --check").run()?)
+}
+
+fn clippy(ctx: &Ctx) -> Result<()> {
+    Ok(cmd!(
+        ctx.sh,
+        "cargo clippy --workspace --all-targets -- -D warnings"
+    )
+    .run()?)
+}
+
+fn rust_tests(ctx: &Ctx) -> Result<()> {
+    Ok(cmd!(ctx.sh, "cargo test --workspace").run()?)
+}
+
+/// Reads the source of kit member `name` (`README.md`, ...) from the workspace.
+fn member_source(ctx: &Ctx, name: &str) -> Result<(String, Vec<u8>)> {
+    let source = kit::member(name)
+        .and_then(|m| m.source)
+        .with_context(|| format!("{name} is not a content file of the kit"))?;
+    let bytes =
+        std::fs::read(ctx.root.join(source)).with_context(|| format!("{source}: cannot read"))?;
+    Ok((source.to_string(), bytes))
+}
+
+fn catalog(ctx: &Ctx) -> Result<()> {
+    let (file, bytes) = member_source(ctx, "tarifs-forfaits.csv")?;
+    findings_result(&kit::check_catalog(&file, &bytes))
+}
+
+fn results_grid(ctx: &Ctx) -> Result<()> {
+    let (file, bytes) = member_source(ctx, "resultats-bruts.csv")?;
+    findings_result(&kit::check_results_grid(&file, &bytes))
+}
+
+fn notebook(ctx: &Ctx) -> Result<()> {
+    let (file, bytes) = member_source(ctx, "mesure-memoire.ipynb")?;
+    findings_result(&notebook_check::check(&file, &bytes))
+}
+
+/// Where the `dist` step writes the archive the later steps read.
+pub fn built_archive(ctx: &Ctx) -> PathBuf {
+    dist::default_out_dir(&ctx.root).join(kit::ARCHIVE_NAME)
 }

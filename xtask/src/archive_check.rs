@@ -1,0 +1,126 @@
+//! The verify steps about the release archive: built twice with the same SHA-256, then read
+//! back against its manifest by three independent readers (`lab::kit`, Python's `zipfile`,
+//! `unzip -t`).
+
+use crate::dist;
+use crate::verify::{built_archive, findings_result, Ctx};
+use anyhow::{bail, Context, Result};
+use lab::kit;
+use std::path::Path;
+use xshell::cmd;
+
+/// Builds the archive into `target/dist`, then again with `cargo xtask dist` under another
+/// time zone, umask and locale into a scratch folder, and requires the same SHA-256.
+pub fn reproducible(ctx: &Ctx) -> Result<()> {
+    let first = dist::build(&ctx.root, &dist::default_out_dir(&ctx.root))?;
+    let scratch = ctx.root.join("target").join("dist-repro-check");
+    // `cargo xtask`, not this process's executable: `cargo test` may have replaced it.
+    let (root, out) = (&ctx.root, &scratch);
+    let script = r#"umask 077 && exec cargo xtask dist --source "$0" --out-dir "$1""#;
+    cmd!(ctx.sh, "sh -c {script} {root} {out}")
+        .env("TZ", "Pacific/Kiritimati")
+        .env("LC_ALL", "C")
+        .quiet()
+        .ignore_stdout()
+        .run()?;
+    let second = std::fs::read(scratch.join(kit::ARCHIVE_NAME))
+        .with_context(|| format!("cannot read the second build under {}", scratch.display()))?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let second = kit::sha256_hex(&second);
+    if first.sha256 != second {
+        bail!(
+            "{}: two builds differ: {} then {second}",
+            kit::ARCHIVE_NAME,
+            first.sha256
+        );
+    }
+    eprintln!("{} sha256 {}", first.path.display(), first.sha256);
+    Ok(())
+}
+
+/// Reads the built archive back with `lab::kit::verify_archive`.
+pub fn read_back(ctx: &Ctx) -> Result<()> {
+    let report = kit::verify_archive(&built_archive(ctx));
+    findings_result(&report.findings)
+}
+
+/// Python's `zipfile` as an independent reader: CRCs, the nine names, no extra fields,
+/// Unix 0644 regular files, and every size and SHA-256 against the manifest.
+const PYTHON_CHECK: &str = r#"
+import hashlib, json, sys, zipfile
+path, root = sys.argv[1], sys.argv[2]
+problems = []
+with zipfile.ZipFile(path) as z:
+    bad = z.testzip()
+    if bad is not None:
+        problems.append(f"{bad}: CRC or read error")
+    infos = z.infolist()
+    names = [i.filename for i in infos]
+    if len(names) != 9 or len(set(names)) != 9:
+        problems.append(f"{path}: {len(names)} entries ({len(set(names))} distinct), expected 9")
+    for i in infos:
+        if not i.filename.startswith(root + "/") or i.is_dir():
+            problems.append(f"{i.filename}: not a file under {root}/")
+        if i.extra:
+            problems.append(f"{i.filename}: has extra fields {i.extra!r}")
+        if i.create_system != 3 or (i.external_attr >> 16) != 0o100644:
+            problems.append(f"{i.filename}: system {i.create_system}, mode {oct(i.external_attr >> 16)}")
+        if i.compress_type != zipfile.ZIP_DEFLATED:
+            problems.append(f"{i.filename}: compression {i.compress_type}, expected deflate")
+    manifest = json.loads(z.read(root + "/MANIFEST.json"))
+    listed = [m["path"] for m in manifest["members"]]
+    if sorted(listed) != sorted(names):
+        problems.append(f"{root}/MANIFEST.json: lists {listed}, archive has {names}")
+    for m in manifest["members"]:
+        if m["path"] == root + "/MANIFEST.json":
+            if m["size"] is not None or m["sha256"] is not None:
+                problems.append(f"{m['path']}: its own entry must be unhashed")
+            continue
+        if m["path"] not in names:
+            continue
+        data = z.read(m["path"])
+        if len(data) != m["size"] or hashlib.sha256(data).hexdigest() != m["sha256"]:
+            problems.append(f"{m['path']}: size or SHA-256 differs from MANIFEST.json")
+for p in problems:
+    print(p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+"#;
+
+/// Runs [`PYTHON_CHECK`] on the built archive with an isolated `python3 -I`.
+pub fn python_zipfile(ctx: &Ctx) -> Result<()> {
+    let path = built_archive(ctx);
+    let root = kit::KIT_ROOT;
+    cmd!(ctx.sh, "python3 -I -c {PYTHON_CHECK} {path} {root}")
+        .quiet()
+        .run()
+        .context("python zipfile found problems (listed above)")?;
+    Ok(())
+}
+
+/// `unzip -t` (Info-ZIP) as a third reader. Missing `unzip` is a failure, not a skip: CI's
+/// `.ci/run` installs it, and a developer machine gets the install hint.
+pub fn unzip_test(ctx: &Ctx) -> Result<()> {
+    if !on_path("unzip") {
+        bail!(
+            "`unzip` is not installed (Debian/Ubuntu: apt-get install unzip; .ci/run installs it)"
+        );
+    }
+    let path = built_archive(ctx);
+    let listing = cmd!(ctx.sh, "unzip -t {path}").quiet().read()?;
+    let last = listing.lines().last().unwrap_or_default();
+    if !last.contains("No errors detected") {
+        bail!("unzip -t: {listing}");
+    }
+    eprintln!("{}", last.trim());
+    Ok(())
+}
+
+/// Whether `program` is an executable file in a `PATH` folder.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| is_file(&dir.join(program))))
+}
+
+fn is_file(path: &Path) -> bool {
+    path.metadata().is_ok_and(|m| m.is_file())
+}
