@@ -8,6 +8,8 @@ counters from the lifetimes of fake tensors.
 
 import contextlib
 import importlib.util
+import io
+import re
 import json
 import os
 import subprocess
@@ -616,10 +618,94 @@ class PhaseProtocol(unittest.TestCase):
             self.assertIn("already exists", message)
 
 
+NOTEBOOK = os.path.join(ROOT, "dist", "mesure-memoire.ipynb")
+
+
+class Notebook(unittest.TestCase):
+    """The notebook: clean nbformat 4.5, same code as the script, runs top to bottom."""
+
+    def setUp(self):
+        """Loads the notebook and installs a fake torch (removed in tearDown)."""
+        with open(NOTEBOOK, encoding="utf-8") as stream:
+            self.notebook = json.load(stream)
+        self.saved = sys.modules.get("torch")
+        sys.modules["torch"] = make_fake_torch()
+        self.cwd = os.getcwd()
+
+    def tearDown(self):
+        """Restores sys.modules and the working folder."""
+        os.chdir(self.cwd)
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+
+    def code_cells(self):
+        """(id, source) of every code cell, in order."""
+        return [(c["id"], "".join(c["source"])) for c in self.notebook["cells"] if c["cell_type"] == "code"]
+
+    def test_format_and_no_saved_state(self):
+        self.assertEqual(self.notebook["nbformat"], 4)
+        self.assertGreaterEqual(self.notebook["nbformat_minor"], 5)
+        self.assertEqual(self.notebook["metadata"]["kernelspec"]["name"], "python3")
+        self.assertNotIn("widgets", self.notebook["metadata"])
+        self.assertEqual(self.notebook["cells"][0]["cell_type"], "markdown")
+        self.assertEqual(self.code_cells()[0][0], "parameters")
+        for cell in self.notebook["cells"]:
+            self.assertRegex(cell["id"], r"^[A-Za-z0-9_-]{1,64}$")
+            if cell["cell_type"] == "code":
+                self.assertEqual(cell["outputs"], [])
+                self.assertIsNone(cell["execution_count"])
+                self.assertNotRegex("".join(cell["source"]), r"(import|from)\s+mesure_memoire")
+
+    def test_code_cells_are_the_script_regions(self):
+        with open(SCRIPT, encoding="utf-8") as stream:
+            script = stream.read()
+        regions = dict(re.findall(r"^# notebook-cell: (\w+)\n(.*?)^# end-notebook-cell$", script, re.M | re.S))
+        cells = dict(self.code_cells())
+        self.assertEqual(set(regions), {"imports", "common", "estimate", "environment", "measure"})
+        for name, code in regions.items():
+            self.assertEqual(cells[f"code-{name}"], code.strip("\n"), name)
+
+    def test_runs_top_to_bottom_with_a_gpu(self):
+        with tempfile.TemporaryDirectory() as folder:
+            os.chdir(folder)
+            namespace = {"__name__": "__notebook__"}
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                for cell_id, source in self.code_cells():
+                    exec(compile(source, cell_id, "exec"), namespace)  # noqa: S102 (the notebook's own code)
+                    if cell_id == "parameters":
+                        namespace["RUN_LARGER"] = True
+                        namespace["LARGER"] = dict(namespace["LARGER"], width=128)
+            self.assertEqual(sorted(os.listdir(folder)), ["mesures-petit-essai.json", "mesures.json"])
+            with open("mesures.json", encoding="utf-8") as stream:
+                larger = json.load(stream)
+            self.assertEqual(larger["configuration"]["width"], 128)
+            self.assertEqual(len(larger["phases"]), 3 + 1 + 5)
+            self.assertIn("17.038516 GiB", out.getvalue())
+            self.assertIn("mesures-petit-essai.json ", out.getvalue())  # the SHA-256 line
+            os.chdir(self.cwd)
+
+    def test_without_gpu_the_measurement_cell_raises_and_writes_nothing(self):
+        sys.modules["torch"].cuda.is_available = lambda: False
+        with tempfile.TemporaryDirectory() as folder:
+            os.chdir(folder)
+            namespace = {"__name__": "__notebook__"}
+            with contextlib.redirect_stdout(io.StringIO()):
+                for cell_id, source in self.code_cells():
+                    if cell_id == "run-small":
+                        with self.assertRaises(Exception) as caught:
+                            exec(compile(source, cell_id, "exec"), namespace)  # noqa: S102
+                        self.assertEqual(caught.exception.exit_code, 2)
+                        break
+                    exec(compile(source, cell_id, "exec"), namespace)  # noqa: S102
+            self.assertEqual(os.listdir(folder), [])
+            os.chdir(self.cwd)
+
+
 def _capture_stderr(call):
     """Runs ``call`` with stdout/stderr captured; returns ``(result, stderr text)``."""
-    import io
-
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         result = call()

@@ -2,6 +2,7 @@
 
 mod archive_check;
 mod dist;
+mod notebook;
 mod notebook_check;
 mod verify;
 
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// Runs every check CI needs; exits 1 if any fails.
     Verify(verify::Args),
+    /// Writes dist/mesure-memoire.ipynb from dist/mesure_memoire.py (`--check`: only compare).
+    Notebook(notebook::Args),
     /// Builds the release archive target/dist/iteragpu-lab-v1.zip.
     Dist(dist::Args),
 }
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Verify(args) => verify::run(args),
+        Command::Notebook(args) => notebook::run(args).map(|()| ExitCode::SUCCESS),
         Command::Dist(args) => dist::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -76,6 +76,8 @@ pub const STEPS: &[Step] = &[
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
     Step::new("notebook", notebook),
+    Step::new("notebook up to date", notebook_up_to_date),
+    Step::new("python tests", python_tests),
     Step::new("dist twice: same SHA-256", archive_check::reproducible),
     Step::new("archive vs manifest: lab::kit", archive_check::read_back),
     Step::new(
@@ -202,6 +204,16 @@ fn results_grid(ctx: &Ctx) -> Result<()> {
 fn notebook(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "mesure-memoire.ipynb")?;
     findings_result(&notebook_check::check(&file, &bytes))
+}
+
+/// `cargo xtask notebook --check`: the notebook's code cells are the script's regions.
+fn notebook_up_to_date(ctx: &Ctx) -> Result<()> {
+    crate::notebook::check(&ctx.root)
+}
+
+/// The Python suites of the kit's scripts, with the machine's python3 and nothing installed.
+fn python_tests(ctx: &Ctx) -> Result<()> {
+    Ok(cmd!(ctx.sh, "python3 -m unittest discover -s tests/python").run()?)
 }
 
 /// Where the `dist` step writes the archive the later steps read.
