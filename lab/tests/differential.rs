@@ -1,0 +1,517 @@
+//! Differential tests: `lab` (the reference) against the kit's Python twins.
+//!
+//! - `lab price --json` vs `calcul_forfaits.py --json` over all 45 catalog rows x lots
+//!   {1, 2, 3, 10} x accepted results {absent, 1, 3, 7, 1000};
+//! - `lab estimate --json` vs `mesure_memoire.py estimate --json` over parameters
+//!   {1, 999, 7e9, 70e9, 405e9} x bits 1..=64 x reserve {0, 4, 0.5};
+//! - a set of bad inputs for both commands: the same exit code on both sides, one stderr line.
+//!
+//! Both sides get the catalog through `--tariffs data/tarifs-forfaits.csv`, so the `catalog`
+//! objects (snapshot date, SHA-256, `embedded: false`) must match too. Every `lab` call is a
+//! real process. On the Python side the grids run through one interpreter that calls each
+//! script's `main(argv)` per case (starting 1,800 interpreters would take minutes on a small
+//! CI machine); the bad inputs and a sample of the grid also run as real `python3 SCRIPT ...`
+//! processes, which checks that the in-process driver changes nothing.
+//!
+//! Needs `python3` on PATH (or the interpreter named by `$PYTHON`), standard library only.
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Calls `main(argv)` of the script named by argv[1] for each JSON argv read from stdin and
+/// prints one JSON line per case: exit code, stdout, stderr.
+const DRIVER: &str = r#"
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location("twin_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+for line in sys.stdin:
+    argv = json.loads(line)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = module.main(argv)
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    print(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}), flush=True)
+"#;
+
+/// What one run of either implementation gave.
+#[derive(Debug, Clone)]
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl From<Output> for Outcome {
+    fn from(output: Output) -> Self {
+        Outcome {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("lab/ is one level below the workspace root")
+        .to_path_buf()
+}
+
+fn catalog() -> String {
+    root()
+        .join("data/tarifs-forfaits.csv")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn script(name: &str) -> String {
+    root()
+        .join("dist")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+/// Runs `lab` once per argument vector, spread over the available cores; results in order.
+fn run_lab_all(cases: &[Vec<String>]) -> Vec<Outcome> {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let chunk = cases.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = cases
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|args| {
+                            Command::new(env!("CARGO_BIN_EXE_lab"))
+                                .args(args)
+                                .output()
+                                .expect("cannot run lab")
+                                .into()
+                        })
+                        .collect::<Vec<Outcome>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("lab runner thread panicked"))
+            .collect()
+    })
+}
+
+/// Runs every argument vector through the script's `main` in one Python process.
+fn run_python_batch(script_name: &str, cases: &[Vec<String>]) -> Vec<Outcome> {
+    let mut child = Command::new(python())
+        .args(["-c", DRIVER, &script(script_name)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {} (set $PYTHON): {e}", python()));
+    let mut input = String::new();
+    for args in cases {
+        input.push_str(&serde_json::to_string(args).unwrap());
+        input.push('\n');
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        output.status.success(),
+        "python driver failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Outcome> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).unwrap();
+            Outcome {
+                code: v["code"].as_i64().unwrap() as i32,
+                stdout: v["stdout"].as_str().unwrap().to_string(),
+                stderr: v["stderr"].as_str().unwrap().to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(lines.len(), cases.len(), "python driver lost cases");
+    lines
+}
+
+/// Runs the script as a real process: `python3 SCRIPT args...`.
+fn run_python_process(script_name: &str, args: &[String]) -> Outcome {
+    Command::new(python())
+        .arg(script(script_name))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python()))
+        .into()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Both succeeded with one JSON object each, and the objects are equal.
+fn assert_same_json(what: &str, args: &[String], lab: &Outcome, python: &Outcome) {
+    assert_eq!(lab.code, 0, "{what} {args:?}: lab failed: {}", lab.stderr);
+    assert_eq!(
+        python.code, 0,
+        "{what} {args:?}: python failed: {}",
+        python.stderr
+    );
+    let lab_json: Value = serde_json::from_str(&lab.stdout)
+        .unwrap_or_else(|e| panic!("{what} {args:?}: lab JSON: {e}"));
+    let python_json: Value = serde_json::from_str(&python.stdout)
+        .unwrap_or_else(|e| panic!("{what} {args:?}: python JSON: {e}"));
+    assert_eq!(
+        lab_json, python_json,
+        "{what} {args:?}: lab and python disagree"
+    );
+}
+
+/// The price grid: (lab args, python args).
+fn price_grid() -> Vec<(Vec<String>, Vec<String>)> {
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    let rows: Vec<(String, String)> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let fields: Vec<&str> = l.split(',').collect();
+            (fields[0].to_string(), fields[3].to_string())
+        })
+        .collect();
+    assert_eq!(rows.len(), 45, "the catalog should have 45 rows");
+    let mut cases = Vec::new();
+    for (gpu, days) in &rows {
+        for lots in ["1", "2", "3", "10"] {
+            for accepted in [None, Some("1"), Some("3"), Some("7"), Some("1000")] {
+                let mut args = strings(&["--gpu", gpu, "--days", days, "--lots", lots]);
+                if let Some(k) = accepted {
+                    args.extend(strings(&["--accepted-results", k]));
+                }
+                args.extend(strings(&["--tariffs", &catalog(), "--json"]));
+                let mut lab = strings(&["price"]);
+                lab.extend(args.iter().cloned());
+                cases.push((lab, args));
+            }
+        }
+    }
+    cases
+}
+
+/// The estimate grid: (lab args, python args).
+fn estimate_grid() -> Vec<(Vec<String>, Vec<String>)> {
+    let mut cases = Vec::new();
+    for parameters in ["1", "999", "7000000000", "70000000000", "405000000000"] {
+        for bits in 1..=64 {
+            for reserve in ["0", "4", "0.5"] {
+                let args = strings(&[
+                    "estimate",
+                    "--parameters",
+                    parameters,
+                    "--bits",
+                    &bits.to_string(),
+                    "--reserve-gib",
+                    reserve,
+                    "--json",
+                ]);
+                cases.push((args.clone(), args));
+            }
+        }
+    }
+    cases
+}
+
+fn compare_grid(what: &str, script_name: &str, grid: &[(Vec<String>, Vec<String>)]) {
+    let lab_cases: Vec<Vec<String>> = grid.iter().map(|(l, _)| l.clone()).collect();
+    let python_cases: Vec<Vec<String>> = grid.iter().map(|(_, p)| p.clone()).collect();
+    let (lab, python) = std::thread::scope(|scope| {
+        let python = scope.spawn(|| run_python_batch(script_name, &python_cases));
+        let lab = run_lab_all(&lab_cases);
+        (lab, python.join().unwrap())
+    });
+    for (i, (l, p)) in lab.iter().zip(&python).enumerate() {
+        assert_same_json(what, &lab_cases[i], l, p);
+    }
+    // A sample as real Python processes: the in-process driver must not change anything.
+    for i in (0..grid.len()).step_by(grid.len() / 7 + 1) {
+        let real = run_python_process(script_name, &python_cases[i]);
+        assert_same_json(what, &lab_cases[i], &lab[i], &real);
+        assert_eq!(
+            real.stdout, python[i].stdout,
+            "{what} {:?}",
+            python_cases[i]
+        );
+    }
+}
+
+#[test]
+fn price_agrees_over_the_whole_catalog() {
+    let grid = price_grid();
+    assert_eq!(grid.len(), 45 * 4 * 5);
+    compare_grid("price", "calcul_forfaits.py", &grid);
+}
+
+#[test]
+fn estimate_agrees_over_the_grid() {
+    let grid = estimate_grid();
+    assert_eq!(grid.len(), 5 * 64 * 3);
+    compare_grid("estimate", "mesure_memoire.py", &grid);
+}
+
+/// Runs one bad input on both sides, as real processes: same exit code, nothing on stdout,
+/// one stderr line from Python. `lab` must print one line too, except for the flag-structure
+/// errors clap reports itself (missing, repeated or unknown flag), which span several lines.
+fn assert_same_refusal(lab_args: &[String], script_name: &str, python_args: &[String]) {
+    let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(lab_args)
+        .output()
+        .unwrap()
+        .into();
+    let python = run_python_process(script_name, python_args);
+    assert_ne!(lab.code, 0, "{lab_args:?}: lab accepted it");
+    assert_eq!(
+        lab.code, python.code,
+        "{lab_args:?}: exit codes differ\n lab: {}\n python: {}",
+        lab.stderr, python.stderr
+    );
+    let clap_error = lab.stderr.starts_with("error: ");
+    for (side, outcome) in [("lab", &lab), ("python", &python)] {
+        assert!(
+            outcome.stdout.is_empty(),
+            "{lab_args:?}: {side} printed {}",
+            outcome.stdout
+        );
+        if side == "python" || !clap_error {
+            assert_eq!(
+                outcome.stderr.lines().count(),
+                1,
+                "{lab_args:?}: {side} stderr: {}",
+                outcome.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_price_inputs_are_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let semicolons = dir.path().join("semicolons.csv");
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    std::fs::write(&semicolons, text.replace(',', ";")).unwrap();
+    let decimal_price = dir.path().join("decimal.csv");
+    std::fs::write(&decimal_price, text.replace(",2520\n", ",25.20\n")).unwrap();
+    let duplicate = dir.path().join("duplicate.csv");
+    std::fs::write(&duplicate, format!("{text}t4,NVIDIA T4 16 GB,1,3,2520\n")).unwrap();
+    let missing = dir
+        .path()
+        .join("missing.csv")
+        .to_string_lossy()
+        .into_owned();
+    let files: Vec<String> = [&semicolons, &decimal_price, &duplicate]
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let base = ["--gpu", "b200", "--days", "7", "--lots", "2"];
+    let mut cases: Vec<Vec<String>> = vec![
+        strings(&["--gpu", "x100", "--days", "7", "--lots", "1"]),
+        strings(&["--gpu", "B200", "--days", "7", "--lots", "1"]),
+        strings(&["--gpu", "", "--days", "7", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "5", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "7.0", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "+7", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "-7", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "7"]),
+        strings(&["--days", "7", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--lots", "1"]),
+        strings(&["--gpu", "b200", "--days", "7", "--lots", "1", "--lots", "2"]),
+        strings(&[
+            "--gpu",
+            "b200",
+            "--days",
+            "7",
+            "--lots",
+            "1",
+            "--currency",
+            "EUR",
+        ]),
+        strings(&[
+            "--gpu",
+            "b200",
+            "--days",
+            "30",
+            "--lots",
+            "9223372036854775807",
+        ]),
+        strings(&[
+            "--gpu",
+            "b200",
+            "--days",
+            "30",
+            "--lots",
+            "18446744073709551615",
+        ]),
+        strings(&[
+            "--gpu",
+            "b200",
+            "--days",
+            "30",
+            "--lots",
+            "18446744073709551616",
+        ]),
+    ];
+    for lots in ["0", "-1", "1.5", "1e3", "1,000", "1_000", " 1", "+1", ""] {
+        cases.push(strings(&["--gpu", "b200", "--days", "7", "--lots", lots]));
+    }
+    for accepted in ["0", "-3", "2.5", "1e2", "", "many", "+1"] {
+        let mut args = strings(&base);
+        args.extend(strings(&["--accepted-results", accepted]));
+        cases.push(args);
+    }
+    for file in files.iter().chain(std::iter::once(&missing)) {
+        let mut args = strings(&base);
+        args.extend(strings(&["--tariffs", file]));
+        cases.push(args);
+    }
+    for args in &cases {
+        let mut lab = strings(&["price"]);
+        lab.extend(args.iter().cloned());
+        assert_same_refusal(&lab, "calcul_forfaits.py", args);
+    }
+    // The unreadable file is a runtime failure (1), the malformed ones bad input (2).
+    let mut args = strings(&base);
+    args.extend(strings(&["--tariffs", &missing]));
+    assert_eq!(run_python_process("calcul_forfaits.py", &args).code, 1);
+}
+
+#[test]
+fn bad_estimate_inputs_are_refused_alike() {
+    let ok = ["--parameters", "7000000000", "--bits", "16"];
+    let mut cases: Vec<Vec<String>> = Vec::new();
+    for parameters in [
+        "0",
+        "-1",
+        "7e9",
+        "1.5",
+        "+5",
+        "7_000",
+        "",
+        "18446744073709551616",
+        "18446744073709551615",
+    ] {
+        cases.push(strings(&["--parameters", parameters, "--bits", "16"]));
+    }
+    for bits in ["0", "-8", "8.5", "4294967296", ""] {
+        cases.push(strings(&["--parameters", "7000000000", "--bits", bits]));
+    }
+    for reserve in [
+        "-1",
+        "-0.5",
+        "nan",
+        "NaN",
+        "inf",
+        "Infinity",
+        "1e3",
+        ".5",
+        "1.",
+        "+4",
+        "4 GiB",
+        "1,5",
+        "",
+        "1234567890123456",
+        "0.1234567890123456789",
+    ] {
+        let mut args = strings(&ok);
+        args.extend(strings(&["--reserve-gib", reserve]));
+        cases.push(args);
+    }
+    cases.push(strings(&["--parameters", "7000000000"]));
+    cases.push(strings(&["--bits", "16"]));
+    cases.push(strings(&[
+        "--parameters",
+        "7000000000",
+        "--bits",
+        "16",
+        "--bits",
+        "8",
+    ]));
+    cases.push(strings(&[
+        "--parameters",
+        "7000000000",
+        "--bits",
+        "16",
+        "--gpu",
+    ]));
+    for args in &cases {
+        let mut full = strings(&["estimate"]);
+        full.extend(args.iter().cloned());
+        assert_same_refusal(&full, "mesure_memoire.py", &full);
+    }
+}
+
+#[test]
+fn boundary_values_agree() {
+    // Largest weights that fit in 64 bits, long reserves, exact half-micro ties.
+    let estimates = [
+        ["18446744073709551615", "8", "0"],
+        ["8388608", "8", "0.0000004"],
+        ["8388608", "8", "0.000001"],
+        ["8388608", "8", "0.000000000000000001"],
+        ["1500", "8", "123456789012345"],
+        ["1", "4294967295", "0.123456789012345678"],
+    ];
+    let mut grid = Vec::new();
+    for [p, b, r] in estimates {
+        let args = strings(&[
+            "estimate",
+            "--parameters",
+            p,
+            "--bits",
+            b,
+            "--reserve-gib",
+            r,
+            "--json",
+        ]);
+        grid.push((args.clone(), args));
+    }
+    compare_grid("estimate boundary", "mesure_memoire.py", &grid);
+    let mut grid = Vec::new();
+    for (gpu, days, lots, accepted) in [
+        ("b200", "7", "1", "2560000"),
+        ("b200", "7", "1", "7680000"),
+        ("t4", "3", "3660068268593165", "3"),
+        ("t4", "3", "1", "18446744073709551615"),
+    ] {
+        let args = strings(&[
+            "--gpu",
+            gpu,
+            "--days",
+            days,
+            "--lots",
+            lots,
+            "--accepted-results",
+            accepted,
+            "--tariffs",
+            &catalog(),
+            "--json",
+        ]);
+        let mut lab = strings(&["price"]);
+        lab.extend(args.iter().cloned());
+        grid.push((lab, args));
+    }
+    compare_grid("price boundary", "calcul_forfaits.py", &grid);
+}
