@@ -150,6 +150,19 @@ fn good_kit_builds_nine_clean_entries_and_verifies() {
     // No temporary file left behind.
     assert_eq!(fs::read_dir(&out).unwrap().count(), 1);
 
+    // Local headers: no flags (no data descriptor), Deflate, no extra field.
+    let locals: Vec<usize> = (0..bytes.len() - 4)
+        .filter(|&i| bytes[i..i + 4] == *b"PK\x03\x04")
+        .collect();
+    assert_eq!(locals.len(), 9);
+    for at in locals {
+        let u16_at = |o: usize| u16::from_le_bytes([bytes[at + o], bytes[at + o + 1]]);
+        assert_eq!(
+            (u16_at(6), u16_at(8), u16_at(28)),
+            (0, 8, 0),
+            "local header at {at}"
+        );
+    }
     let mut archive = ZipArchive::new(Cursor::new(&bytes)).unwrap();
     assert_eq!(archive.len(), 9);
     let expected: Vec<String> = NAMES.iter().map(|n| format!("{ROOT}/{n}")).collect();
