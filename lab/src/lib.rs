@@ -6,6 +6,7 @@
 //! archive and its manifest). See `SPEC.md`-derived docs in README.md.
 
 pub mod catalog;
+pub mod compare;
 pub mod environment;
 pub mod error;
 pub mod estimate;

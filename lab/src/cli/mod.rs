@@ -1,9 +1,11 @@
 //! Command-line surface of `lab`: argument parsing and printing only; the work is in the library.
 
+mod compare;
 mod estimate;
 mod numbers;
 mod price;
 mod tariffs;
+mod verify_kit;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +25,10 @@ enum Command {
     Price(price::Args),
     /// The package catalog as a table, cheapest per GPU-day first.
     Tariffs(tariffs::Args),
+    /// Packages giving at least N GPUs for D days, cheapest first.
+    Compare(compare::Args),
+    /// Check a kit archive against its own manifest (as `cargo xtask verify --archive`).
+    VerifyKit(verify_kit::Args),
 }
 
 /// Runs the parsed command.
@@ -31,5 +37,7 @@ pub fn run(cli: Cli) -> lab::Result<()> {
         Command::Estimate(args) => estimate::run(args),
         Command::Price(args) => price::run(args),
         Command::Tariffs(args) => tariffs::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::VerifyKit(args) => verify_kit::run(args),
     }
 }

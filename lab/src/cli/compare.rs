@@ -1,0 +1,133 @@
+//! `lab compare`: the packages that give at least N GPUs for D days, cheapest first.
+
+use super::numbers::{duration, emit, positive_integer, print_json};
+use lab::catalog::Catalog;
+use lab::compare::compare;
+use lab::pricing::cents_to_usd;
+use std::path::PathBuf;
+
+/// Flags of `lab compare`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// GPUs needed (whole number, at least 1); lots are bought whole, so some packages give more.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    gpus: String,
+    /// Package duration in days: 3, 7 or 30.
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
+    days: String,
+    /// Distinct useful results you expect to accept (no default); given, the unit cost of each
+    /// package is shown.
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    accepted_results: Option<String>,
+    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
+    #[arg(long, value_name = "FILE")]
+    tariffs: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `lab compare`.
+///
+/// # Errors
+/// Usage (exit 2) for a bad flag value, an invalid catalog or an overflowing total; Runtime
+/// (exit 1) for an unreadable catalog file.
+pub fn run(args: Args) -> lab::Result<()> {
+    let gpus = positive_integer("--gpus", &args.gpus, u64::MAX)?;
+    let days = duration(&args.days)?;
+    let accepted = args
+        .accepted_results
+        .as_deref()
+        .map(|text| positive_integer("--accepted-results", text, u64::MAX))
+        .transpose()?;
+    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let comparison = compare(&catalog, gpus, days, accepted)?;
+    if args.json {
+        return print_json(&comparison);
+    }
+    let header = [
+        "#",
+        "gpu",
+        "model",
+        "lots",
+        "GPUs",
+        "lot USD",
+        "total USD",
+        "USD/GPU-day",
+        "USD/result",
+    ];
+    let rows: Vec<[String; 9]> = comparison
+        .packages
+        .iter()
+        .map(|p| {
+            let q = &p.quote;
+            [
+                p.rank.to_string(),
+                q.gpu.clone(),
+                q.model.clone(),
+                q.lots.to_string(),
+                if p.extra_gpus > 0 {
+                    format!("{} (+{})", q.gpus, p.extra_gpus)
+                } else {
+                    q.gpus.to_string()
+                },
+                cents_to_usd(q.lot_price_cents).to_string(),
+                q.total_usd.to_string(),
+                p.usd_per_gpu_day.to_string(),
+                q.unit_cost_usd
+                    .map_or_else(|| "-".to_string(), |c| c.to_string()),
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                let pad = w.saturating_sub(c.chars().count());
+                if (1..=2).contains(&i) {
+                    format!("{c}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{c}", " ".repeat(pad))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![format!(
+        "packages giving at least {gpus} GPU{} for {days} days, cheapest first:",
+        if gpus == 1 { "" } else { "s" }
+    )];
+    out.push(line(header.to_vec()));
+    for row in &rows {
+        out.push(line(row.iter().map(String::as_str).collect()));
+    }
+    if accepted.is_none() {
+        out.push("unit cost per result: give --accepted-results K".to_string());
+    }
+    let label = if catalog.is_illustrative() {
+        ", illustrative prices"
+    } else {
+        ""
+    };
+    out.push(format!(
+        "catalog: {}, snapshot {}{label}, sha256 {}",
+        if comparison.catalog.embedded {
+            "embedded"
+        } else {
+            "file"
+        },
+        comparison.catalog.snapshot_date,
+        comparison.catalog.sha256
+    ));
+    emit(&out)
+}

@@ -1,0 +1,74 @@
+//! `lab verify-kit FILE.zip`: checks a downloaded kit against its own manifest, with the same
+//! implementation as `cargo xtask verify --archive` ([`lab::kit::verify_archive`]).
+
+use super::numbers::{emit, print_json};
+use lab::kit;
+use lab::{Error, Result};
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Flags of `lab verify-kit`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The kit archive, e.g. iteragpu-lab-v1.zip (read only, never extracted).
+    #[arg(value_name = "FILE.zip")]
+    archive: PathBuf,
+    /// Print one JSON object instead of the lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `lab verify-kit`.
+///
+/// # Errors
+/// Usage (exit 2) when the file does not exist or is not a regular file; Runtime (exit 1)
+/// when the archive does not match its manifest (every finding is printed first, by member
+/// name).
+pub fn run(args: Args) -> Result<()> {
+    let metadata = std::fs::metadata(&args.archive)
+        .map_err(|e| Error::usage(format!("cannot read {}: {e}", args.archive.display())))?;
+    if !metadata.is_file() {
+        return Err(Error::usage(format!(
+            "{} is not a file; give the kit's .zip archive",
+            args.archive.display()
+        )));
+    }
+    let report = kit::verify_archive(&args.archive);
+    if args.json {
+        print_json(&json!({
+            "archive": report.archive,
+            "sha256": report.sha256,
+            "ok": report.is_ok(),
+            "members_expected": kit::MEMBERS.len(),
+            "findings": report
+                .findings
+                .iter()
+                .map(|f| json!({"file": f.file, "message": f.message}))
+                .collect::<Vec<_>>(),
+        }))?;
+    } else {
+        let mut out = Vec::new();
+        if let Some(hash) = &report.sha256 {
+            out.push(format!("{}: sha256 {hash}", report.archive));
+        }
+        out.extend(report.findings.iter().map(ToString::to_string));
+        if report.is_ok() {
+            out.push(format!(
+                "{}: ok, {} members match {}",
+                report.archive,
+                kit::MEMBERS.len(),
+                kit::MANIFEST_NAME
+            ));
+        }
+        emit(&out)?;
+    }
+    if report.is_ok() {
+        Ok(())
+    } else {
+        Err(Error::runtime(format!(
+            "{} does not match its manifest: {} problem(s)",
+            report.archive,
+            report.findings.len()
+        )))
+    }
+}

@@ -1,0 +1,165 @@
+//! `lab compare` through the binary: ranking, lots rounded up, JSON, errors.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+fn usage_error(args: &[&str], needle: &str) {
+    let output = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(output.stdout.is_empty(), "{args:?}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in {stderr}"
+    );
+}
+
+fn json(args: &[&str]) -> Value {
+    let output = lab().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn price(gpu: &str, days: &str, lots: &str, accepted: &str) -> Value {
+    json(&[
+        "price",
+        "--gpu",
+        gpu,
+        "--days",
+        days,
+        "--lots",
+        lots,
+        "--accepted-results",
+        accepted,
+        "--json",
+    ])
+}
+
+#[test]
+fn three_gpus_for_seven_days_matches_lab_price() {
+    let v = json(&[
+        "compare",
+        "--gpus",
+        "3",
+        "--days",
+        "7",
+        "--accepted-results",
+        "1000",
+        "--json",
+    ]);
+    assert_eq!(v["gpus_needed"], 3);
+    assert_eq!(v["days"], 7);
+    let packages = v["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 15);
+    let mut last = 0i64;
+    for (i, p) in packages.iter().enumerate() {
+        assert_eq!(p["rank"], i + 1);
+        let total = p["total_cents"].as_i64().unwrap();
+        assert!(total >= last, "not sorted at {i}");
+        last = total;
+        let per_lot = p["gpus_per_lot"].as_u64().unwrap();
+        let lots = p["lots"].as_u64().unwrap();
+        assert_eq!(lots, 3u64.div_ceil(per_lot));
+        assert_eq!(p["gpus"].as_u64().unwrap(), lots * per_lot);
+        assert_eq!(p["extra_gpus"].as_u64().unwrap(), lots * per_lot - 3);
+        // the same numbers as `lab price` for that package
+        let q = price(p["gpu"].as_str().unwrap(), "7", &lots.to_string(), "1000");
+        for key in [
+            "total_cents",
+            "total_usd",
+            "unit_cost_usd",
+            "lot_price_cents",
+            "model",
+        ] {
+            assert_eq!(p[key], q[key], "{key} of {}", p["gpu"]);
+        }
+        assert!(p["usd_per_gpu_day"].as_str().unwrap().contains('.'));
+    }
+    let b200 = packages.iter().find(|p| p["gpu"] == "b200").unwrap();
+    assert_eq!(b200["lots"], 2);
+    assert_eq!(b200["gpus"], 4);
+}
+
+#[test]
+fn per_gpu_day_is_lot_price_over_gpu_days() {
+    let v = json(&["compare", "--gpus", "1", "--days", "30", "--json"]);
+    for p in v["packages"].as_array().unwrap() {
+        assert_eq!(p["accepted_results"], Value::Null);
+        assert_eq!(p["unit_cost_usd"], Value::Null);
+        assert_eq!(p["lots"], 1);
+        let cents = p["lot_price_cents"].as_i64().unwrap() as i128;
+        let gpu_days = p["gpus_per_lot"].as_i64().unwrap() as i128 * 30;
+        // usd_per_gpu_day has 6 decimals: compare in micro-dollars within half a unit
+        let shown: String = p["usd_per_gpu_day"].as_str().unwrap().replace('.', "");
+        let micro: i128 = shown.parse().unwrap();
+        assert!((micro * gpu_days - cents * 10_000).abs() * 2 <= gpu_days);
+    }
+}
+
+#[test]
+fn text_table() {
+    let output = lab()
+        .args(["compare", "--gpus", "4", "--days", "3"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("packages giving at least 4 GPUs for 3 days, cheapest first:"));
+    assert!(text.contains("USD/GPU-day"));
+    assert!(text.contains("give --accepted-results K"));
+    assert!(text.contains("illustrative prices"));
+    assert_eq!(text.lines().count(), 1 + 1 + 15 + 2);
+}
+
+#[test]
+fn bad_input() {
+    usage_error(&["compare", "--gpus", "0", "--days", "7"], "--gpus");
+    usage_error(&["compare", "--gpus", "-2", "--days", "7"], "--gpus");
+    usage_error(&["compare", "--gpus", "1.5", "--days", "7"], "--gpus");
+    usage_error(&["compare", "--gpus", "2", "--days", "5"], "3, 7, 30");
+    usage_error(
+        &[
+            "compare",
+            "--gpus",
+            "2",
+            "--days",
+            "7",
+            "--accepted-results",
+            "0",
+        ],
+        "--accepted-results",
+    );
+    usage_error(
+        &["compare", "--gpus", "18446744073709551615", "--days", "30"],
+        "64-bit",
+    );
+}
+
+#[test]
+fn another_catalog_goes_through_the_validator() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("t.csv");
+    std::fs::write(&bad, "gpu;model;gpus_per_lot;days;price_cents\n").unwrap();
+    let output = lab()
+        .args(["compare", "--gpus", "1", "--days", "7", "--tariffs"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let missing = dir.path().join("none.csv");
+    let output = lab()
+        .args(["compare", "--gpus", "1", "--days", "7", "--tariffs"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+}
