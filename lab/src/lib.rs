@@ -2,8 +2,9 @@
 //!
 //! One module per concept: [`estimate`] (weight memory), [`catalog`] (the package price list),
 //! [`pricing`] (package totals and unit cost), [`environment`] and [`measure`] (the libtorch
-//! worker and its protocol), [`report`] (reading measurement files back), [`kit`] (the release
-//! archive and its manifest). See `SPEC.md`-derived docs in README.md.
+//! worker and its protocol), [`worker`] (starting the worker and its JSON), [`report`]
+//! (reading measurement files back), [`kit`] (the release archive and its manifest).
+//! See `SPEC.md`-derived docs in README.md.
 
 pub mod catalog;
 pub mod compare;
@@ -14,5 +15,6 @@ pub mod kit;
 pub mod measure;
 pub mod pricing;
 pub mod report;
+pub mod worker;
 
 pub use error::{Error, Result};

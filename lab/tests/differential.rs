@@ -47,6 +47,7 @@ struct Outcome {
 }
 
 impl From<Output> for Outcome {
+    /// Keeps the exit code (-1 when killed by a signal) and the text of both streams.
     fn from(output: Output) -> Self {
         Outcome {
             code: output.status.code().unwrap_or(-1),
@@ -56,6 +57,7 @@ impl From<Output> for Outcome {
     }
 }
 
+/// The workspace root.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -63,6 +65,7 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Path of the repository's catalog, given to both sides with `--tariffs`.
 fn catalog() -> String {
     root()
         .join("data/tarifs-forfaits.csv")
@@ -70,6 +73,7 @@ fn catalog() -> String {
         .into_owned()
 }
 
+/// Path of a kit script in `dist/`.
 fn script(name: &str) -> String {
     root()
         .join("dist")
@@ -78,6 +82,7 @@ fn script(name: &str) -> String {
         .into_owned()
 }
 
+/// The Python interpreter: `$PYTHON`, else `python3`.
 fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
@@ -159,6 +164,7 @@ fn run_python_process(script_name: &str, args: &[String]) -> Outcome {
         .into()
 }
 
+/// Owned copies of `items`.
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
@@ -235,6 +241,8 @@ fn estimate_grid() -> Vec<(Vec<String>, Vec<String>)> {
     cases
 }
 
+/// Runs a grid on both sides (lab in parallel processes, Python in one batch) and requires
+/// equal JSON for every case; then reruns a sample as real Python processes.
 fn compare_grid(what: &str, script_name: &str, grid: &[(Vec<String>, Vec<String>)]) {
     let lab_cases: Vec<Vec<String>> = grid.iter().map(|(l, _)| l.clone()).collect();
     let python_cases: Vec<Vec<String>> = grid.iter().map(|(_, p)| p.clone()).collect();

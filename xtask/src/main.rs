@@ -5,6 +5,7 @@ mod dist;
 mod notebook;
 mod notebook_check;
 mod verify;
+mod worker;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -25,6 +26,8 @@ enum Command {
     Notebook(notebook::Args),
     /// Builds the release archive target/dist/iteragpu-lab-v1.zip.
     Dist(dist::Args),
+    /// Builds lab-torch-worker against PyTorch 2.11.0's libtorch into target/torch/release.
+    Worker(worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Notebook(args) => notebook::run(args).map(|()| ExitCode::SUCCESS),
         Command::Dist(args) => dist::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Worker(args) => worker::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

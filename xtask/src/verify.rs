@@ -9,7 +9,7 @@
 //! `cargo xtask verify --archive FILE` runs none of the steps: it checks one zip (e.g. a
 //! downloaded kit) against its own manifest with [`lab::kit::verify_archive`].
 
-use crate::{archive_check, dist, notebook_check};
+use crate::{archive_check, dist, notebook_check, worker};
 use anyhow::{bail, Context, Result};
 use lab::kit::{self, Finding};
 use std::path::{Path, PathBuf};
@@ -85,6 +85,18 @@ pub const STEPS: &[Step] = &[
         archive_check::python_zipfile,
     ),
     Step::new("archive: unzip -t", archive_check::unzip_test),
+    Step::slow(
+        "torch worker: build (no-deps torch 2.11.0)",
+        worker::step_build,
+    ),
+    Step::slow(
+        "torch worker: libtorch not loadable -> exit 2",
+        worker::step_guard_no_libtorch,
+    ),
+    Step::slow(
+        "torch worker: no GPU (full torch) -> exit 2",
+        worker::step_guard_no_gpu,
+    ),
 ];
 
 /// The workspace root (the parent of `xtask/`).

@@ -1,1 +1,508 @@
-fn main() {}
+//! `lab-torch-worker`: the libtorch half of `lab environment` and `lab measure`.
+//!
+//! Built only with the `torch` cargo feature. `lab` starts it as a child process, writes one
+//! JSON request (`lab::worker::WorkerRequest`) on its stdin and reads one JSON reply
+//! (`lab::worker::WorkerReply`) from its stdout. Exit status 0 when a reply was printed
+//! (errors included), 3 when the request could not be read.
+//!
+//! The measurement follows SPEC §4 step by step, with the same tensor lifetimes as
+//! `mesure_memoire.py measure`, so that the caching-allocator counters are byte-identical:
+//! weights built on the CPU in the requested dtype and moved one tensor at a time (weight 1,
+//! bias 1, weight 2, bias 2) like `nn.Module.to`; inside a forward the hidden activation is
+//! freed as soon as GELU has produced its output, like `nn.Sequential`; the output of a pass
+//! is alive at its step's end reading and freed before the next step. Never falls back to
+//! the CPU: a GPU that is asked for and absent is an error.
+
+use lab::measure::{Configuration, Dtype, PhaseRow};
+use lab::worker::{
+    DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
+    WorkerRequest,
+};
+use std::ffi::{c_char, c_void, CStr};
+use std::io::Read as _;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+const ERR_LEN: usize = 2048;
+
+#[link(name = "lab_shim", kind = "static")]
+extern "C" {
+    fn lab_torch_version() -> *const c_char;
+    fn lab_cuda_build_version() -> i64;
+    fn lab_hip_build_version() -> i64;
+    fn lab_device_count() -> i64;
+    fn lab_cuda_init(device: i64, err: *mut c_char, len: usize) -> i32;
+    #[allow(clippy::too_many_arguments)]
+    fn lab_device_properties(
+        device: i64,
+        name: *mut c_char,
+        name_len: usize,
+        total_bytes: *mut i64,
+        major: *mut i64,
+        minor: *mut i64,
+        multiprocessors: *mut i64,
+        err: *mut c_char,
+        len: usize,
+    ) -> i32;
+    fn lab_memory_stats(device: i64, out: *mut i64, err: *mut c_char, len: usize) -> i32;
+    fn lab_reset_peak_stats(device: i64, err: *mut c_char, len: usize) -> i32;
+    fn lab_synchronize(err: *mut c_char, len: usize) -> i32;
+    fn lab_tf32_matmul_allowed() -> i32;
+    fn lab_inference_mode_enter() -> *mut c_void;
+    fn lab_inference_mode_exit(guard: *mut c_void);
+    fn lab_event_new(err: *mut c_char, len: usize) -> *mut c_void;
+    fn lab_event_record(event: *mut c_void, device: i64, err: *mut c_char, len: usize) -> i32;
+    fn lab_event_elapsed_ms(
+        start: *mut c_void,
+        end: *mut c_void,
+        ms: *mut f64,
+        err: *mut c_char,
+        len: usize,
+    ) -> i32;
+    fn lab_event_free(event: *mut c_void);
+}
+
+/// Calls a shim function that reports failure through an error buffer.
+fn shim(call: impl FnOnce(*mut c_char, usize) -> i32) -> Result<(), String> {
+    let mut buffer = vec![0 as c_char; ERR_LEN];
+    if call(buffer.as_mut_ptr(), ERR_LEN) == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim always NUL-terminates inside the buffer.
+    let text = unsafe { CStr::from_ptr(buffer.as_ptr()) };
+    Err(text.to_string_lossy().trim().to_owned())
+}
+
+fn synchronize() -> Result<(), String> {
+    // SAFETY: the buffer pointer and length come from `shim`.
+    shim(|e, l| unsafe { lab_synchronize(e, l) })
+}
+
+/// (allocated current, reserved current, allocated peak, reserved peak), bytes.
+fn memory_stats(device: i64) -> Result<[u64; 4], String> {
+    let mut out = [0i64; 4];
+    // SAFETY: `out` has the four slots the shim writes.
+    shim(|e, l| unsafe { lab_memory_stats(device, out.as_mut_ptr(), e, l) })?;
+    Ok(out.map(|v| u64::try_from(v).unwrap_or(0)))
+}
+
+fn reset_peak(device: i64) -> Result<(), String> {
+    // SAFETY: plain call with an error buffer.
+    shim(|e, l| unsafe { lab_reset_peak_stats(device, e, l) })
+}
+
+/// A CUDA timing event, freed on drop.
+struct Event(*mut c_void);
+
+impl Event {
+    fn new() -> Result<Self, String> {
+        let mut event = std::ptr::null_mut();
+        // SAFETY: the shim returns a heap event or null with a message.
+        shim(|e, l| {
+            event = unsafe { lab_event_new(e, l) };
+            i32::from(event.is_null())
+        })?;
+        Ok(Event(event))
+    }
+
+    fn record(&self, device: i64) -> Result<(), String> {
+        // SAFETY: self.0 is a live event from lab_event_new.
+        shim(|e, l| unsafe { lab_event_record(self.0, device, e, l) })
+    }
+
+    fn seconds_to(&self, end: &Event) -> Result<f64, String> {
+        let mut ms = 0.0f64;
+        // SAFETY: both events are live; `ms` is a valid out pointer.
+        shim(|e, l| unsafe { lab_event_elapsed_ms(self.0, end.0, &mut ms, e, l) })?;
+        Ok(ms / 1000.0)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by lab_event_new, freed once.
+        unsafe { lab_event_free(self.0) }
+    }
+}
+
+/// `c10::InferenceMode` for the lifetime of the value (no autograd bookkeeping at all, a
+/// stronger no-grad: the dispatcher skips the autograd layers).
+struct InferenceMode(*mut c_void);
+
+impl InferenceMode {
+    fn enter() -> Self {
+        // SAFETY: returns a heap guard (or null, which exit ignores).
+        InferenceMode(unsafe { lab_inference_mode_enter() })
+    }
+}
+
+impl Drop for InferenceMode {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: created by lab_inference_mode_enter on this thread, freed once.
+            unsafe { lab_inference_mode_exit(self.0) }
+        }
+    }
+}
+
+fn version_text(v: i64, per_major: i64, per_minor: i64) -> Option<String> {
+    (v > 0).then(|| format!("{}.{}", v / per_major, (v % per_major) / per_minor))
+}
+
+/// libtorch, CUDA and GPU `index` as libtorch sees them. Initialises CUDA when the GPU exists.
+fn describe(index: u32) -> WorkerEnvironment {
+    // SAFETY: static NUL-terminated string.
+    let torch_version = unsafe { CStr::from_ptr(lab_torch_version()) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: plain calls, no arguments.
+    let (cuda, hip, count) = unsafe {
+        (
+            lab_cuda_build_version(),
+            lab_hip_build_version(),
+            lab_device_count(),
+        )
+    };
+    let mut env = WorkerEnvironment {
+        cuda_build_version: version_text(cuda, 1000, 10),
+        hip_build_version: version_text(hip, 100, 1),
+        torch_version,
+        device_count: u64::try_from(count).unwrap_or(0),
+        device: None,
+        device_problem: None,
+        tf32_matmul_allowed: None,
+    };
+    let built = env
+        .cuda_build_version
+        .as_deref()
+        .map(|v| format!("CUDA {v}"));
+    let built = built.or_else(|| env.hip_build_version.as_deref().map(|v| format!("HIP {v}")));
+    let built = built.unwrap_or_else(|| "no GPU support".to_owned());
+    if env.device_count == 0 {
+        env.device_problem = Some(format!(
+            "no CUDA device: libtorch {} (built with {built}) sees no GPU; check the driver with \
+             nvidia-smi and that CUDA_VISIBLE_DEVICES does not hide it",
+            env.torch_version
+        ));
+        return env;
+    }
+    if u64::from(index) >= env.device_count {
+        env.device_problem = Some(format!(
+            "cuda:{index} does not exist: libtorch sees {} GPU(s), cuda:0 to cuda:{}",
+            env.device_count,
+            env.device_count - 1
+        ));
+        return env;
+    }
+    let device = i64::from(index);
+    let mut name = vec![0 as c_char; 256];
+    let (mut total, mut major, mut minor, mut sms) = (0i64, 0i64, 0i64, 0i64);
+    let described = shim(|e, l| unsafe { lab_cuda_init(device, e, l) }).and_then(|()| {
+        // SAFETY: every out pointer is valid; `name` has 256 bytes.
+        shim(|e, l| unsafe {
+            lab_device_properties(
+                device,
+                name.as_mut_ptr(),
+                name.len(),
+                &mut total,
+                &mut major,
+                &mut minor,
+                &mut sms,
+                e,
+                l,
+            )
+        })
+    });
+    match described {
+        Ok(()) => {
+            // SAFETY: the shim NUL-terminates `name`.
+            let name = unsafe { CStr::from_ptr(name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            env.device = Some(DeviceInfo {
+                index,
+                name,
+                compute_capability: format!("{major}.{minor}"),
+                total_memory_bytes: u64::try_from(total).unwrap_or(0),
+                multiprocessor_count: u64::try_from(sms).unwrap_or(0),
+            });
+            // SAFETY: plain call.
+            let tf32 = unsafe { lab_tf32_matmul_allowed() };
+            env.tf32_matmul_allowed = (tf32 >= 0).then_some(tf32 == 1);
+        }
+        Err(message) => {
+            env.device_problem = Some(format!("cuda:{index} could not be initialised: {message}"))
+        }
+    }
+    env
+}
+
+/// A failure during the measurement, with the phase it happened in.
+struct Failure {
+    phase: &'static str,
+    message: String,
+}
+
+type Step<T> = Result<T, String>;
+
+/// One protocol step (SPEC §4): synchronize; baseline counters; reset peaks; start event;
+/// `work`; end event; synchronize; wall time; end and peak counters. The step's result is
+/// returned alive: the caller decides when to free it.
+fn phase<T>(
+    device: i64,
+    name: &'static str,
+    repetition: Option<u64>,
+    forward_passes: u64,
+    work: impl FnOnce() -> Step<T>,
+) -> Result<(PhaseRow, T), Failure> {
+    let fail = |message: String| Failure {
+        phase: name,
+        message,
+    };
+    let start = Event::new().map_err(fail)?;
+    let end = Event::new().map_err(fail)?;
+    let began = Instant::now();
+    synchronize().map_err(fail)?;
+    let [base_alloc, base_res, _, _] = memory_stats(device).map_err(fail)?;
+    reset_peak(device).map_err(fail)?;
+    start.record(device).map_err(fail)?;
+    let result = work().map_err(fail)?;
+    end.record(device).map_err(fail)?;
+    synchronize().map_err(fail)?;
+    let wall_seconds = began.elapsed().as_secs_f64();
+    let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device).map_err(fail)?;
+    let gpu_seconds = start.seconds_to(&end).ok();
+    let row = PhaseRow {
+        phase: name.to_owned(),
+        repetition,
+        forward_passes,
+        wall_seconds,
+        gpu_seconds,
+        baseline_allocated_bytes: base_alloc,
+        baseline_reserved_bytes: base_res,
+        end_allocated_bytes: end_alloc,
+        end_reserved_bytes: end_res,
+        peak_allocated_bytes: peak_alloc,
+        peak_reserved_bytes: peak_res,
+    };
+    Ok((row, result))
+}
+
+/// The model's four tensors on the GPU.
+struct Mlp {
+    w1: Tensor,
+    b1: Tensor,
+    w2: Tensor,
+    b2: Tensor,
+}
+
+impl Mlp {
+    /// Builds on the CPU in `kind` from the seeded CPU generator, initialised like
+    /// `torch.nn.Linear.reset_parameters` (weight and bias uniform in ±1/√fan_in), then moves
+    /// the tensors to `device` one at a time in module order.
+    fn build(width: i64, seed: u64, kind: Kind, device: Device) -> Step<Mlp> {
+        tch::manual_seed(i64::try_from(seed).map_err(|e| e.to_string())?);
+        let hidden = 4 * width;
+        let layer = |fan_in: i64, fan_out: i64| -> Step<(Tensor, Tensor)> {
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            let mut w = Tensor::f_empty([fan_out, fan_in], (kind, Device::Cpu)).map_err(err)?;
+            let _ = w.f_uniform_(-bound, bound).map_err(err)?;
+            let mut b = Tensor::f_empty([fan_out], (kind, Device::Cpu)).map_err(err)?;
+            let _ = b.f_uniform_(-bound, bound).map_err(err)?;
+            Ok((w, b))
+        };
+        let (w1, b1) = layer(width, hidden)?;
+        let (w2, b2) = layer(hidden, width)?;
+        Ok(Mlp {
+            w1: w1.f_to(device).map_err(err)?,
+            b1: b1.f_to(device).map_err(err)?,
+            w2: w2.f_to(device).map_err(err)?,
+            b2: b2.f_to(device).map_err(err)?,
+        })
+    }
+
+    /// `Linear → GELU(erf) → Linear`; the hidden activation is freed once GELU has run.
+    fn forward(&self, x: &Tensor) -> Step<Tensor> {
+        let h = x.f_linear(&self.w1, Some(&self.b1)).map_err(err)?;
+        let g = h.f_gelu("none").map_err(err)?;
+        drop(h);
+        g.f_linear(&self.w2, Some(&self.b2)).map_err(err)
+    }
+}
+
+fn err(e: tch::TchError) -> String {
+    // libtorch appends C++ frames after the first line; keep the message.
+    let text = e.to_string();
+    text.lines()
+        .next()
+        .unwrap_or("libtorch error")
+        .trim()
+        .to_owned()
+}
+
+fn kind_of(dtype: Dtype) -> Kind {
+    match dtype {
+        Dtype::Float32 => Kind::Float,
+        Dtype::Float16 => Kind::Half,
+        Dtype::Bfloat16 => Kind::BFloat16,
+    }
+}
+
+fn measure(config: &Configuration) -> Result<WorkerMeasurement, WorkerError> {
+    let index = config.device_index().map_err(|e| WorkerError {
+        kind: WorkerErrorKind::BadRequest,
+        message: e.to_string(),
+    })?;
+    let environment = describe(index);
+    if environment.device.is_none() {
+        let kind = if environment.device_count == 0 {
+            WorkerErrorKind::NoCudaDevice
+        } else {
+            WorkerErrorKind::BadDeviceIndex
+        };
+        let message = environment.device_problem.clone().unwrap_or_default();
+        return Err(WorkerError { kind, message });
+    }
+    let phases = run_protocol(config, index).map_err(|f| {
+        let what = format!(
+            "cuda:{index} during {} (batch {}, context {}, width {}, {})",
+            f.phase,
+            config.batch,
+            config.context,
+            config.width,
+            config.dtype.name()
+        );
+        if f.message.to_lowercase().contains("out of memory") {
+            WorkerError {
+                kind: WorkerErrorKind::OutOfMemory,
+                message: format!(
+                    "out of memory on {what}: reduce one dimension and retry in a new process ({})",
+                    f.message
+                ),
+            }
+        } else {
+            WorkerError {
+                kind: WorkerErrorKind::Runtime,
+                message: format!("the measurement failed on {what}: {}", f.message),
+            }
+        }
+    })?;
+    // TF32 is read again after the run: libtorch's default (off) is never changed.
+    let mut environment = environment;
+    // SAFETY: plain call.
+    let tf32 = unsafe { lab_tf32_matmul_allowed() };
+    environment.tf32_matmul_allowed = (tf32 >= 0).then_some(tf32 == 1);
+    Ok(WorkerMeasurement {
+        environment,
+        phases,
+    })
+}
+
+fn run_protocol(config: &Configuration, index: u32) -> Result<Vec<PhaseRow>, Failure> {
+    let _inference = InferenceMode::enter();
+    let device = Device::Cuda(index as usize);
+    let dev = i64::from(index);
+    let kind = kind_of(config.dtype);
+    let too_big = |phase: &'static str| Failure {
+        phase,
+        message: "size too large".to_owned(),
+    };
+    let width = i64::try_from(config.width).map_err(|_| too_big("model_load"))?;
+    let shape = [
+        i64::try_from(config.batch).map_err(|_| too_big("inputs"))?,
+        i64::try_from(config.context).map_err(|_| too_big("inputs"))?,
+        width,
+    ];
+    let seed = config.seed;
+    let mut rows = Vec::with_capacity(4 + config.repeats as usize);
+
+    let (row, model) = phase(dev, "model_load", None, 0, || {
+        Mlp::build(width, seed, kind, device)
+    })?;
+    rows.push(row);
+    let (row, x) = phase(dev, "inputs", None, 0, || {
+        tch::Cuda::manual_seed(seed);
+        Tensor::f_randn(shape, (kind, device)).map_err(err)
+    })?;
+    rows.push(row);
+    let (row, output) = phase(dev, "cold_forward", None, 1, || model.forward(&x))?;
+    rows.push(row);
+    drop(output);
+    let (row, output) = phase(dev, "warmup", None, config.warmup, || {
+        let mut last: Option<Tensor> = None;
+        for _ in 0..config.warmup {
+            drop(last.take());
+            last = Some(model.forward(&x)?);
+        }
+        Ok(last)
+    })?;
+    rows.push(row);
+    drop(output);
+    for repetition in 1..=config.repeats {
+        let (row, output) = phase(dev, "warm_forward", Some(repetition), 1, || {
+            model.forward(&x)
+        })?;
+        rows.push(row);
+        drop(output);
+    }
+    drop(x);
+    drop(model);
+    Ok(rows)
+}
+
+fn reply(reply: &WorkerReply) {
+    match serde_json::to_string(reply) {
+        Ok(text) => println!("{text}"),
+        Err(e) => println!(
+            r#"{{"error":{{"kind":"runtime","message":"cannot encode the reply: {}"}}}}"#,
+            e.to_string().replace('"', "'")
+        ),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut input = String::new();
+    let request = std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str::<WorkerRequest>(&input).map_err(|e| e.to_string()));
+    let request = match request {
+        Ok(request) => request,
+        Err(message) => {
+            reply(&WorkerReply::Error(WorkerError {
+                kind: WorkerErrorKind::BadRequest,
+                message: format!(
+                    "lab-torch-worker reads one JSON request on stdin (it is started by `lab`): {message}"
+                ),
+            }));
+            return std::process::ExitCode::from(3);
+        }
+    };
+    let answer = std::panic::catch_unwind(|| match &request {
+        WorkerRequest::Environment { device_index } => {
+            WorkerReply::Environment(describe(*device_index))
+        }
+        WorkerRequest::Measure { configuration } => match measure(configuration) {
+            Ok(m) => WorkerReply::Measurement(m),
+            Err(e) => WorkerReply::Error(e),
+        },
+    });
+    let answer = answer.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        let kind = if message.to_lowercase().contains("out of memory") {
+            WorkerErrorKind::OutOfMemory
+        } else {
+            WorkerErrorKind::Runtime
+        };
+        WorkerReply::Error(WorkerError {
+            kind,
+            message: format!("the GPU worker failed: {message}"),
+        })
+    });
+    reply(&answer);
+    std::process::ExitCode::SUCCESS
+}

@@ -1,7 +1,9 @@
 //! Command-line surface of `lab`: argument parsing and printing only; the work is in the library.
 
 mod compare;
+mod environment;
 mod estimate;
+mod measure;
 mod numbers;
 mod price;
 mod tariffs;
@@ -21,6 +23,10 @@ pub struct Cli {
 enum Command {
     /// Weight memory of a model from its parameter count and storage width (no GPU).
     Estimate(estimate::Args),
+    /// What libtorch and the GPU report (exits 0; says "not available" and why).
+    Environment(environment::Args),
+    /// Bounded measurement of the synthetic MLP on a GPU; writes one new JSON file.
+    Measure(measure::Args),
     /// Price of an IteraGPU package and, given accepted results, the cost per result.
     Price(price::Args),
     /// The package catalog as a table, cheapest per GPU-day first.
@@ -35,6 +41,8 @@ enum Command {
 pub fn run(cli: Cli) -> lab::Result<()> {
     match cli.command {
         Command::Estimate(args) => estimate::run(args),
+        Command::Environment(args) => environment::run(args),
+        Command::Measure(args) => measure::run(args),
         Command::Price(args) => price::run(args),
         Command::Tariffs(args) => tariffs::run(args),
         Command::Compare(args) => compare::run(args),

@@ -1,0 +1,57 @@
+//! `lab environment`: what libtorch and the GPU report, through the torch worker. A
+//! diagnostic: it exits 0 and says "not available" (and why) when something is missing.
+
+use lab::environment::{query_driver, EnvironmentReport};
+use lab::measure::parse_device;
+use lab::worker::{self, WorkerReply, WorkerRequest};
+use std::path::PathBuf;
+
+/// Flags of `lab environment`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// GPU to describe, `cuda:N`.
+    #[arg(long, value_name = "cuda:N", default_value = "cuda:0")]
+    device: String,
+    /// Print one JSON object instead of the report.
+    #[arg(long)]
+    json: bool,
+    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
+    /// $LAB_TORCH_WORKER).
+    #[arg(long, value_name = "PATH")]
+    worker: Option<PathBuf>,
+}
+
+/// Runs `lab environment`; always succeeds (what is missing is part of the report).
+pub fn run(args: Args) -> lab::Result<()> {
+    let mut report = EnvironmentReport::new(&args.device);
+    report.driver = query_driver();
+    match parse_device(&args.device) {
+        Err(e) => report.problems.push(e.to_string()),
+        Ok(index) => match worker::locate(args.worker.as_deref()) {
+            Err(u) => report.problems.push(u.message()),
+            Ok(path) => {
+                report.worker = Some(path.display().to_string());
+                let request = WorkerRequest::Environment {
+                    device_index: index,
+                };
+                match worker::call(&path, &request) {
+                    Err(u) => report.problems.push(u.message()),
+                    Ok(Err(e)) => report.problems.push(e.to_string()),
+                    Ok(Ok(WorkerReply::Environment(env))) => report.absorb(&env),
+                    Ok(Ok(WorkerReply::Error(e))) => report.problems.push(e.message),
+                    Ok(Ok(WorkerReply::Measurement(_))) => report
+                        .problems
+                        .push("the GPU worker answered another question".into()),
+                }
+            }
+        },
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! The `lab-torch-worker` child process: how `lab` finds and starts it, and the JSON it
+//! exchanges with it.
+//!
+//! `lab` never links libtorch: a binary linked to libtorch does not start at all where
+//! libtorch is missing (the dynamic loader fails before `main`, exit 127), so the torch part
+//! runs in a child. `lab` writes one [`WorkerRequest`] as JSON on the child's stdin; the child
+//! prints one [`WorkerReply`] as JSON on its stdout and exits. Each measurement thus runs in a
+//! fresh process, as the protocol recommends.
+
+use crate::measure::{Configuration, PhaseRow};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// File name of the worker binary (built with `cargo build --release --features torch`).
+pub const WORKER_NAME: &str = "lab-torch-worker";
+
+/// Environment variable naming the worker binary, for unusual layouts.
+pub const WORKER_ENV: &str = "LAB_TORCH_WORKER";
+
+/// How to get a worker, appended to every "worker missing" message.
+pub const BUILD_HINT: &str = "build it with `cargo xtask worker` (cargo build --release \
+     --features torch against PyTorch 2.11.0's libtorch; see README, \"GPU measurement\") and \
+     keep it next to `lab`, or pass --worker PATH / set LAB_TORCH_WORKER";
+
+/// How to make libtorch loadable, appended to every "libtorch missing" message.
+pub const LIBTORCH_HINT: &str = "install PyTorch 2.11.0 (pip install torch==2.11.0) and put \
+     its torch/lib folder on LD_LIBRARY_PATH, or set LIBTORCH=<site-packages>/torch";
+
+/// What `lab` asks the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum WorkerRequest {
+    /// Describe libtorch and GPU `device_index`.
+    Environment {
+        /// N of `cuda:N`.
+        device_index: u32,
+    },
+    /// Run the SPEC §4 protocol for this configuration.
+    Measure {
+        /// What to measure (validated by `lab`).
+        configuration: Configuration,
+    },
+}
+
+/// One GPU as libtorch describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// N of `cuda:N`.
+    pub index: u32,
+    /// `cudaDeviceProp::name`.
+    pub name: String,
+    /// `major.minor`.
+    pub compute_capability: String,
+    /// `cudaDeviceProp::totalGlobalMem`, bytes.
+    pub total_memory_bytes: u64,
+    /// `cudaDeviceProp::multiProcessorCount`.
+    pub multiprocessor_count: u64,
+}
+
+/// What the worker found about libtorch and the asked GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerEnvironment {
+    /// libtorch's `TORCH_VERSION`.
+    pub torch_version: String,
+    /// CUDA runtime version libtorch was built with, `major.minor`.
+    pub cuda_build_version: Option<String>,
+    /// HIP version libtorch was built with.
+    pub hip_build_version: Option<String>,
+    /// GPUs visible to libtorch.
+    pub device_count: u64,
+    /// The asked GPU, when it exists.
+    pub device: Option<DeviceInfo>,
+    /// Why the asked GPU is not available, when it is not.
+    pub device_problem: Option<String>,
+    /// Whether float32 matmuls may use TF32, once CUDA is initialised.
+    pub tf32_matmul_allowed: Option<bool>,
+}
+
+/// The measured rows and the environment they were measured in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerMeasurement {
+    /// libtorch and the GPU, read before the first phase.
+    pub environment: WorkerEnvironment,
+    /// One row per protocol step.
+    pub phases: Vec<PhaseRow>,
+}
+
+/// The kinds of failure the worker reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerErrorKind {
+    /// libtorch loaded but sees no CUDA device (no driver, no GPU, CUDA_VISIBLE_DEVICES empty).
+    NoCudaDevice,
+    /// The index is not among the visible devices.
+    BadDeviceIndex,
+    /// The caching allocator could not get memory during the run.
+    OutOfMemory,
+    /// Any other libtorch failure during the run.
+    Runtime,
+    /// The request could not be read.
+    BadRequest,
+}
+
+/// A failure reported by the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerError {
+    /// What kind of failure.
+    pub kind: WorkerErrorKind,
+    /// One line for the user.
+    pub message: String,
+}
+
+/// The worker's one line of output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerReply {
+    /// Answer to [`WorkerRequest::Environment`].
+    Environment(WorkerEnvironment),
+    /// Answer to [`WorkerRequest::Measure`].
+    Measurement(WorkerMeasurement),
+    /// Anything that went wrong.
+    Error(WorkerError),
+}
+
+impl WorkerError {
+    /// The `lab` error for this failure: a missing GPU is a usage error (exit 2, nothing was
+    /// measured), a failure during the run is a runtime error (exit 1). Out-of-memory messages
+    /// always contain "out of memory".
+    pub fn into_error(self) -> Error {
+        match self.kind {
+            WorkerErrorKind::NoCudaDevice | WorkerErrorKind::BadDeviceIndex => {
+                Error::usage(format!("{}; nothing was measured", self.message))
+            }
+            WorkerErrorKind::OutOfMemory => {
+                let message = if self.message.to_lowercase().contains("out of memory") {
+                    self.message
+                } else {
+                    format!("out of memory: {}", self.message)
+                };
+                Error::runtime(format!("{message}; no file was written"))
+            }
+            WorkerErrorKind::Runtime | WorkerErrorKind::BadRequest => {
+                Error::runtime(format!("{}; no file was written", self.message))
+            }
+        }
+    }
+}
+
+/// Why no worker could answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No worker binary at the expected place.
+    NoWorker(String),
+    /// The worker binary exists but the loader cannot load libtorch (or it cannot start).
+    NoLibtorch(String),
+}
+
+impl Unavailable {
+    /// One line: what is missing and how to fix it.
+    pub fn message(&self) -> String {
+        match self {
+            Unavailable::NoWorker(m) | Unavailable::NoLibtorch(m) => m.clone(),
+        }
+    }
+}
+
+/// Finds the worker: `explicit` (`--worker PATH`), else `$LAB_TORCH_WORKER`, else
+/// `lab-torch-worker` in the folder of the running `lab` executable.
+pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailable> {
+    let (candidate, how) = if let Some(path) = explicit {
+        (path.to_path_buf(), "--worker")
+    } else if let Some(path) = std::env::var_os(WORKER_ENV).filter(|p| !p.is_empty()) {
+        (PathBuf::from(path), WORKER_ENV)
+    } else {
+        let exe = std::env::current_exe().map_err(|e| {
+            Unavailable::NoWorker(format!(
+                "cannot locate lab's own folder ({e}) to find {WORKER_NAME}: {BUILD_HINT}"
+            ))
+        })?;
+        let folder = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+        (folder.join(WORKER_NAME), "next to lab")
+    };
+    if candidate.is_file() {
+        Ok(candidate)
+    } else {
+        Err(Unavailable::NoWorker(format!(
+            "the GPU worker {WORKER_NAME} is not installed ({} not found, {how}): {BUILD_HINT}",
+            candidate.display()
+        )))
+    }
+}
+
+/// The child's `LD_LIBRARY_PATH`: `$LIBTORCH/lib` prepended when `LIBTORCH` is set, the
+/// inherited value kept (on GPU machines it already names the driver's folder).
+fn library_path() -> Option<OsString> {
+    let libtorch = std::env::var_os("LIBTORCH").filter(|p| !p.is_empty())?;
+    let mut value = PathBuf::from(libtorch).join("lib").into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        value.push(":");
+        value.push(old);
+    }
+    Some(value)
+}
+
+/// Starts `worker`, sends `request`, and returns its reply. `Err(Unavailable)` when it cannot
+/// start or cannot load libtorch; `Ok(Err(Error))` for an unreadable or crashed answer.
+pub fn call(
+    worker: &Path,
+    request: &WorkerRequest,
+) -> std::result::Result<Result<WorkerReply>, Unavailable> {
+    let mut command = Command::new(worker);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(path) = library_path() {
+        command.env("LD_LIBRARY_PATH", path);
+    }
+    let mut child = command.spawn().map_err(|e| {
+        Unavailable::NoWorker(format!(
+            "cannot start the GPU worker {} ({e}): {BUILD_HINT}",
+            worker.display()
+        ))
+    })?;
+    let body = match serde_json::to_vec(request) {
+        Ok(body) => body,
+        Err(e) => {
+            return Ok(Err(Error::runtime(format!(
+                "cannot encode the worker request: {e}"
+            ))))
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // A child that died at load time closes its stdin: the exit status tells why.
+        let _ = stdin.write_all(&body);
+    }
+    let output = match child.wait_with_output() {
+        Ok(output) => output,
+        Err(e) => return Ok(Err(Error::runtime(format!("the GPU worker failed: {e}")))),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let loader = stderr.lines().find(|l| {
+        l.contains("error while loading shared libraries")
+            || l.contains("cannot open shared object")
+    });
+    if output.status.code() == Some(127) || (loader.is_some() && output.stdout.is_empty()) {
+        let why = loader.or_else(|| stderr.lines().find(|l| !l.trim().is_empty()));
+        let why = why.map(str::trim).unwrap_or("the loader gave no reason");
+        return Err(Unavailable::NoLibtorch(format!(
+            "libtorch could not be loaded by the GPU worker ({why}): {LIBTORCH_HINT}"
+        )));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    match line.map(serde_json::from_str::<WorkerReply>) {
+        Some(Ok(reply)) => Ok(Ok(reply)),
+        _ => {
+            let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+            let last = tail.last().copied().unwrap_or("no message");
+            let lowered = stderr.to_lowercase();
+            let kind = if lowered.contains("out of memory") {
+                "out of memory: "
+            } else {
+                ""
+            };
+            Ok(Err(Error::runtime(format!(
+                "{kind}the GPU worker ended without an answer ({}; {last}); no file was written",
+                output.status
+            ))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Dtype;
+
+    #[test]
+    fn request_json_shape() {
+        let request = WorkerRequest::Measure {
+            configuration: Configuration {
+                device: "cuda:0".into(),
+                batch: 1,
+                context: 16,
+                width: 64,
+                dtype: Dtype::Float32,
+                warmup: 1,
+                repeats: 2,
+                seed: 0,
+            },
+        };
+        let text = serde_json::to_string(&request).unwrap();
+        assert!(text.starts_with("{\"command\":\"measure\""), "{text}");
+        assert!(text.contains("\"dtype\":\"float32\""));
+        let back: WorkerRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, request);
+    }
+
+    #[test]
+    fn errors_map_to_exit_codes() {
+        let oom = WorkerError {
+            kind: WorkerErrorKind::OutOfMemory,
+            message: "CUDA error".into(),
+        };
+        let e = oom.into_error();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("out of memory"));
+        let none = WorkerError {
+            kind: WorkerErrorKind::NoCudaDevice,
+            message: "no CUDA device".into(),
+        };
+        assert_eq!(none.into_error().exit_code(), 2);
+        let bad = WorkerError {
+            kind: WorkerErrorKind::BadDeviceIndex,
+            message: "cuda:3".into(),
+        };
+        assert_eq!(bad.into_error().exit_code(), 2);
+        let reply = WorkerReply::Error(WorkerError {
+            kind: WorkerErrorKind::Runtime,
+            message: "x".into(),
+        });
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(text, r#"{"error":{"kind":"runtime","message":"x"}}"#);
+    }
+
+    #[test]
+    fn missing_worker_is_reported() {
+        let err = locate(Some(Path::new("/nonexistent/lab-torch-worker"))).unwrap_err();
+        assert!(matches!(err, Unavailable::NoWorker(_)));
+        assert!(err.message().contains("cargo xtask worker"));
+    }
+}

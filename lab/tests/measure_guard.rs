@@ -1,0 +1,334 @@
+//! `lab measure` and `lab environment` guards through the binary, without a GPU or libtorch:
+//! flag validation, refusal to overwrite, a missing worker, a worker whose libtorch cannot
+//! load, a worker that reports no GPU or an out-of-memory failure (exit codes, one-line
+//! messages, no file), and the document written from a worker's answer (valid against
+//! `lab/schema/measurement.schema.json`). The fake workers are small shell scripts that speak
+//! the worker's JSON protocol.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn lab() -> Command {
+    let mut command = Command::cargo_bin("lab").unwrap();
+    // Never pick up a real worker or libtorch from the developer's environment.
+    command
+        .env_remove("LAB_TORCH_WORKER")
+        .env_remove("LIBTORCH");
+    command
+}
+
+const SMALL: [&str; 8] = [
+    "--batch",
+    "1",
+    "--context",
+    "16",
+    "--width",
+    "64",
+    "--repeats",
+    "2",
+];
+
+fn measure_args(device: &str, output: &Path, worker: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec!["measure".into(), "--device".into(), device.into()];
+    args.extend(SMALL.iter().map(|s| s.to_string()));
+    args.extend(["--output".into(), output.display().to_string()]);
+    args.extend(["--worker".into(), worker.display().to_string()]);
+    args
+}
+
+/// `args` with `flag`'s value replaced (or the flag added).
+fn with_flag(mut args: Vec<String>, flag: &str, value: &str) -> Vec<String> {
+    match args.iter().position(|a| a == flag) {
+        Some(i) => args[i + 1] = value.to_owned(),
+        None => args.extend([flag.to_owned(), value.to_owned()]),
+    }
+    args
+}
+
+/// Runs and checks: exit `code`, exactly one stderr line containing `needle`, nothing on stdout.
+fn fails(args: &[String], code: i32, needle: &str) -> String {
+    let output = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
+    assert!(
+        output.stdout.is_empty(),
+        "{args:?} printed: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("lab: error: "), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains(&needle.to_lowercase()),
+        "'{needle}' not in {stderr}"
+    );
+    stderr
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect()
+}
+
+/// A fake worker: a shell script printing `stdout` (after reading stdin) and exiting `code`,
+/// or printing `stderr` first.
+fn fake_worker(dir: &Path, name: &str, stderr: &str, stdout: &str, code: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{}' >&2\nprintf '%s\\n' '{}'\nexit {code}\n",
+        stderr.replace('\'', ""),
+        stdout.replace('\'', "")
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn no_worker_exit_2_and_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let missing = dir.path().join("lab-torch-worker");
+    let stderr = fails(&measure_args("cuda:0", &out, &missing), 2, "not installed");
+    assert!(stderr.contains("cargo xtask worker"), "{stderr}");
+    assert!(files_in(dir.path()).is_empty());
+}
+
+#[test]
+fn no_worker_via_environment_variable_and_next_to_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let mut args: Vec<String> = vec!["measure".into(), "--device".into(), "cuda:0".into()];
+    args.extend(SMALL.iter().map(|s| s.to_string()));
+    args.extend(["--output".into(), out.display().to_string()]);
+    let output = lab()
+        .env("LAB_TORCH_WORKER", dir.path().join("nope"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("LAB_TORCH_WORKER"));
+    // Default place: next to the `lab` test binary, where the default build has no worker.
+    let output = lab().args(&args).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(files_in(dir.path()).is_empty());
+}
+
+#[test]
+fn non_gpu_devices_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    // A worker that would succeed: the device check must come first.
+    let worker = fake_worker(dir.path(), "w", "", "{}", 0);
+    for (device, needle) in [
+        ("cpu", "never falls back"),
+        ("mps", "not supported"),
+        ("cuda", "explicitly"),
+        ("cuda:x", "cuda:N"),
+        ("gpu0", "cuda:N"),
+    ] {
+        fails(&measure_args(device, &out, &worker), 2, needle);
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn bad_numbers_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "w", "", "{}", 0);
+    for (flag, value) in [
+        ("--batch", "0"),
+        ("--batch", "-1"),
+        ("--context", "1.5"),
+        ("--width", "abc"),
+        ("--repeats", "0"),
+        ("--warmup", "-2"),
+        ("--seed", "-1"),
+        ("--dtype", "float64"),
+        ("--width", "99999999999999999999"),
+    ] {
+        let args = with_flag(measure_args("cuda:0", &out, &worker), flag, value);
+        fails(&args, 2, flag.trim_start_matches('-'));
+    }
+    let huge = with_flag(
+        measure_args("cuda:0", &out, &worker),
+        "--batch",
+        "4294967296",
+    );
+    let huge = with_flag(huge, "--context", "4294967296");
+    fails(&huge, 2, "too large");
+    assert!(!out.exists());
+}
+
+#[test]
+fn existing_output_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let original = b"not mine to overwrite\n";
+    std::fs::write(&out, original).unwrap();
+    let worker = fake_worker(dir.path(), "w", "", "{}", 0);
+    fails(&measure_args("cuda:0", &out, &worker), 2, "already exists");
+    assert_eq!(std::fs::read(&out).unwrap(), original);
+    let missing_folder = dir.path().join("no/such/folder/m.json");
+    fails(
+        &measure_args("cuda:0", &missing_folder, &worker),
+        2,
+        "does not exist",
+    );
+}
+
+#[test]
+fn libtorch_not_loadable_exit_2_naming_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let loader = "lab-torch-worker: error while loading shared libraries: libtorch_cuda.so: \
+                  cannot open shared object file: No such file or directory";
+    let worker = fake_worker(dir.path(), "w", loader, "", 127);
+    let stderr = fails(&measure_args("cuda:0", &out, &worker), 2, "libtorch");
+    assert!(stderr.contains("torch==2.11.0"), "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn no_gpu_and_bad_index_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let reply = r#"{"error":{"kind":"no_cuda_device","message":"no CUDA device: libtorch 2.11.0 sees no GPU"}}"#;
+    let worker = fake_worker(dir.path(), "w", "", reply, 0);
+    fails(&measure_args("cuda:0", &out, &worker), 2, "no CUDA device");
+    let reply = r#"{"error":{"kind":"bad_device_index","message":"cuda:5 does not exist"}}"#;
+    let worker = fake_worker(dir.path(), "w2", "", reply, 0);
+    fails(&measure_args("cuda:5", &out, &worker), 2, "does not exist");
+    assert!(!out.exists());
+}
+
+#[test]
+fn out_of_memory_exit_1_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let reply = r#"{"error":{"kind":"out_of_memory","message":"out of memory on cuda:0 during cold_forward"}}"#;
+    let worker = fake_worker(dir.path(), "w", "", reply, 0);
+    fails(&measure_args("cuda:0", &out, &worker), 1, "out of memory");
+    // A worker killed without an answer is a runtime failure too.
+    let worker = fake_worker(
+        dir.path(),
+        "w2",
+        "terminate called: CUDA out of memory",
+        "",
+        134,
+    );
+    fails(&measure_args("cuda:0", &out, &worker), 1, "out of memory");
+    let names: Vec<PathBuf> = files_in(dir.path());
+    assert!(
+        names
+            .iter()
+            .all(|p| p.file_name().unwrap().to_string_lossy().starts_with('w')),
+        "{names:?}"
+    );
+}
+
+/// A worker answer with the six rows of the small configuration.
+pub fn fake_measurement() -> String {
+    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
+        serde_json::json!({
+            "phase": phase, "repetition": rep, "forward_passes": passes,
+            "wall_seconds": 0.0001, "gpu_seconds": 0.00005,
+            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
+            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
+            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
+        })
+    };
+    let phases = vec![
+        row("model_load", None, 0, 0, 132_608, 132_608),
+        row("inputs", None, 0, 132_608, 136_704, 136_704),
+        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
+        row("warmup", None, 1, 136_704, 140_800, 169_472),
+        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
+        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
+    ];
+    serde_json::json!({"measurement": {
+        "environment": {
+            "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
+            "device_count": 1,
+            "device": {"index": 0, "name": "Fake GPU", "compute_capability": "9.0",
+                       "total_memory_bytes": 150_109_880_320u64, "multiprocessor_count": 132},
+            "device_problem": null, "tf32_matmul_allowed": false
+        },
+        "phases": phases
+    }})
+    .to_string()
+}
+
+#[test]
+fn document_written_from_worker_answer_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "w", "", &fake_measurement(), 0);
+    let output = lab()
+        .args(measure_args("cuda:0", &out, &worker))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("predicted"), "{stdout}");
+    assert!(stdout.contains("launch-bound"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let document: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(document["tool"]["implementation"], "rust");
+    assert_eq!(document["phases"].as_array().unwrap().len(), 6);
+    assert_eq!(document["synthetic_model"]["parameters"], 33_088);
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/measurement.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&document)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // Only the new file: no temporary left behind.
+    let mut names: Vec<String> = files_in(dir.path())
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["m.json", "w"]);
+}
+
+#[test]
+fn environment_exits_0_and_says_not_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = lab()
+        .args(["environment", "--device", "cuda:0", "--worker"])
+        .arg(dir.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("not available"), "{text}");
+    assert!(text.contains("Rust (build)"), "{text}");
+    let loader =
+        "error while loading shared libraries: libtorch_cpu.so: cannot open shared object file";
+    let worker = fake_worker(dir.path(), "w", loader, "", 127);
+    let output = lab()
+        .args(["environment", "--json", "--worker"])
+        .arg(&worker)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["libtorch_available"], false);
+    assert!(json["problems"][0].as_str().unwrap().contains("libtorch"));
+    let output = lab()
+        .args(["environment", "--device", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+}

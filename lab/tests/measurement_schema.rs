@@ -1,0 +1,221 @@
+//! Every measurement document in the repository (`examples/h200/*.json`, written on the H200 by
+//! `lab measure` and `mesure_memoire.py measure`) and a document built from `lab`'s own types
+//! validate against `lab/schema/measurement.schema.json`; the committed files also keep the
+//! protocol's invariants (row counts, allocated <= reserved, Rust and Python counters equal).
+
+use lab::environment::{MeasurementEnvironment, Runtime};
+use lab::measure::{Configuration, Document, Dtype, PhaseRow, SyntheticModel, Tool, SCHEMA_ID};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn validator() -> jsonschema::Validator {
+    let path = root().join("lab/schema/measurement.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+fn errors(validator: &jsonschema::Validator, document: &Value) -> Vec<String> {
+    validator
+        .iter_errors(document)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
+
+fn synthetic_document() -> Document {
+    let configuration = Configuration {
+        device: "cuda:0".into(),
+        batch: 2,
+        context: 128,
+        width: 1024,
+        dtype: Dtype::Bfloat16,
+        warmup: 3,
+        repeats: 5,
+        seed: 0,
+    };
+    let row = |phase: &str, repetition: Option<u64>| PhaseRow {
+        phase: phase.into(),
+        repetition,
+        forward_passes: 1,
+        wall_seconds: 1e-4,
+        gpu_seconds: None,
+        baseline_allocated_bytes: 0,
+        baseline_reserved_bytes: 0,
+        end_allocated_bytes: 512,
+        end_reserved_bytes: 2_097_152,
+        peak_allocated_bytes: 512,
+        peak_reserved_bytes: 2_097_152,
+    };
+    let mut phases = vec![
+        row("model_load", None),
+        row("inputs", None),
+        row("cold_forward", None),
+    ];
+    phases.push(row("warmup", None));
+    phases.extend((1..=5).map(|r| row("warm_forward", Some(r))));
+    Document {
+        schema: SCHEMA_ID.into(),
+        tool: Tool::rust(),
+        created_utc: lab::measure::utc_now(),
+        environment: MeasurementEnvironment {
+            runtime: Runtime::rust(),
+            torch_version: "2.11.0".into(),
+            cuda_build_version: Some("13.0".into()),
+            hip_build_version: None,
+            device: "cuda:0".into(),
+            device_name: "NVIDIA H200".into(),
+            compute_capability: "9.0".into(),
+            total_memory_bytes: 150_109_880_320,
+            multiprocessor_count: 132,
+            device_count: 1,
+            tf32_matmul_allowed: false,
+            driver: None,
+        },
+        synthetic_model: SyntheticModel::new(2, 128, 1024, Dtype::Bfloat16).unwrap(),
+        configuration,
+        phases,
+    }
+}
+
+#[test]
+fn synthetic_document_is_valid_and_round_trips() {
+    let validator = validator();
+    let document = synthetic_document();
+    let value = serde_json::to_value(&document).unwrap();
+    assert_eq!(errors(&validator, &value), Vec::<String>::new());
+    let back: Document = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(back, document);
+    // The schema rejects what it should: a repetition on a non-warm row, a negative counter.
+    let mut bad = value.clone();
+    bad["phases"][0]["repetition"] = Value::from(1);
+    assert!(!errors(&validator, &bad).is_empty());
+    let mut bad = value;
+    bad["phases"][1]["end_allocated_bytes"] = Value::from(-1);
+    assert!(!errors(&validator, &bad).is_empty());
+}
+
+/// Measurement documents under examples/h200/ and examples/h200/bench/ (the environment
+/// answers and the benchmark summary are other kinds of files).
+fn example_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in [
+        root().join("examples/h200"),
+        root().join("examples/h200/bench"),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        files.extend(entries.map(|e| e.unwrap().path()).filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.ends_with(".json")
+                && (name.starts_with("rust-")
+                    || name.starts_with("python-")
+                    || name.starts_with("bench-rust-")
+                    || name.starts_with("bench-python-"))
+        }));
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn the_h200_examples_are_there() {
+    let names: Vec<String> = example_files()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for implementation in ["rust", "python"] {
+        for config in ["small", "large"] {
+            for dtype in ["float32", "float16", "bfloat16"] {
+                let name = format!("{implementation}-{config}-{dtype}.json");
+                assert!(names.contains(&name), "missing examples/h200/{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_committed_h200_measurement_is_valid() {
+    let validator = validator();
+    for path in example_files() {
+        let document: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let problems = errors(&validator, &document);
+        assert!(problems.is_empty(), "{}: {problems:?}", path.display());
+        let config = &document["configuration"];
+        let rows = document["phases"].as_array().unwrap();
+        assert_eq!(
+            rows.len() as u64,
+            4 + config["repeats"].as_u64().unwrap(),
+            "{}",
+            path.display()
+        );
+        for row in rows {
+            for (a, r) in [
+                ("baseline_allocated_bytes", "baseline_reserved_bytes"),
+                ("end_allocated_bytes", "end_reserved_bytes"),
+                ("peak_allocated_bytes", "peak_reserved_bytes"),
+            ] {
+                assert!(
+                    row[a].as_u64() <= row[r].as_u64(),
+                    "{}: {row}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rust_and_python_counters_match_on_the_h200() {
+    // Group the committed files by configuration; every allocated counter must be identical
+    // between the Rust and the Python document of the same configuration.
+    let mut by_config: BTreeMap<String, Vec<(String, Vec<Value>)>> = BTreeMap::new();
+    for path in example_files() {
+        let document: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let key = document["configuration"].to_string();
+        let implementation = document["tool"]["implementation"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let counters = document["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let mut kept = serde_json::Map::new();
+                for name in [
+                    "phase",
+                    "repetition",
+                    "baseline_allocated_bytes",
+                    "end_allocated_bytes",
+                    "peak_allocated_bytes",
+                ] {
+                    kept.insert(name.into(), row[name].clone());
+                }
+                Value::Object(kept)
+            })
+            .collect();
+        by_config
+            .entry(key)
+            .or_default()
+            .push((implementation, counters));
+    }
+    for (config, documents) in by_config {
+        let rust: Vec<_> = documents.iter().filter(|d| d.0 == "rust").collect();
+        let python: Vec<_> = documents.iter().filter(|d| d.0 == "python").collect();
+        for r in &rust {
+            for p in &python {
+                assert_eq!(r.1, p.1, "allocated counters differ for {config}");
+            }
+        }
+    }
+}

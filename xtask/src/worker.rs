@@ -1,0 +1,236 @@
+//! `cargo xtask worker`: builds `lab-torch-worker` (and a `lab` beside it) against PyTorch
+//! 2.11.0's libtorch, and the verify steps that run the `lab measure` guards against that real
+//! worker on a machine without a GPU.
+//!
+//! Recipe (tested, see README "GPU measurement"): a virtual environment `target/torch-venv`;
+//! `pip install --no-deps torch==2.11.0` (libtorch's headers and shared libraries, ~530 MB)
+//! plus the `nvidia-cuda-runtime` and `nvidia-cuda-crt` 13.0 wheels (CUDA runtime headers for
+//! the shim, ~2.4 MB); then `cargo build --release -p lab --features torch` with
+//! `LIBTORCH=<site-packages>/torch` into its own target folder `target/torch` (so the default
+//! builds are not invalidated). `--full` also installs torch's runtime dependencies (~4.6 GB),
+//! which the worker needs to *start*; only the no-GPU guard needs that. pip's own cache
+//! serves repeated runs; nothing is committed.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// PyTorch version `tch` 0.24 requires.
+pub const TORCH_VERSION: &str = "2.11.0";
+/// CUDA runtime header wheels matching torch 2.11.0's CUDA 13.0 build.
+pub const HEADER_WHEELS: [&str; 2] = ["nvidia-cuda-runtime==13.0.96", "nvidia-cuda-crt==13.0.88"];
+
+/// Flags of `cargo xtask worker`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Also install torch's runtime dependencies (~4.6 GB) so the worker can start here.
+    #[arg(long)]
+    pub full: bool,
+}
+
+/// Runs `cargo xtask worker`.
+pub fn run(args: Args) -> Result<()> {
+    let root = crate::verify::project_root();
+    let built = build(&root, args.full)?;
+    println!("worker: {}", built.worker().display());
+    println!("lab:    {}", built.lab().display());
+    println!(
+        "run with LIBTORCH={} (lab puts its lib folder on the worker's LD_LIBRARY_PATH)",
+        built.libtorch.display()
+    );
+    Ok(())
+}
+
+/// Where a build put things.
+pub struct Built {
+    /// `target/torch/release`.
+    pub release: PathBuf,
+    /// `<site-packages>/torch` of the build's virtual environment.
+    pub libtorch: PathBuf,
+}
+
+impl Built {
+    /// The worker binary.
+    pub fn worker(&self) -> PathBuf {
+        self.release.join("lab-torch-worker")
+    }
+
+    /// The `lab` binary next to it.
+    pub fn lab(&self) -> PathBuf {
+        self.release.join("lab")
+    }
+}
+
+fn venv(root: &Path) -> PathBuf {
+    root.join("target/torch-venv")
+}
+
+fn site_packages(venv: &Path) -> Result<PathBuf> {
+    let lib = venv.join("lib");
+    let entries =
+        std::fs::read_dir(&lib).with_context(|| format!("{}: cannot list", lib.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with("python3") {
+            return Ok(entry.path().join("site-packages"));
+        }
+    }
+    bail!("no python3.* folder under {}", lib.display())
+}
+
+fn checked(mut command: Command, what: &str) -> Result<()> {
+    eprintln!("+ {command:?}");
+    let status = command
+        .status()
+        .with_context(|| format!("{what}: cannot start"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Ensures the virtual environment and its wheels (idempotent), then builds the worker and
+/// `lab` into `target/torch`.
+pub fn build(root: &Path, full: bool) -> Result<Built> {
+    let venv = venv(root);
+    let pip = venv.join("bin/pip");
+    if !pip.exists() {
+        let mut command = Command::new("python3");
+        command.args(["-m", "venv"]).arg(&venv);
+        checked(command, "python3 -m venv")?;
+    }
+    let sp = site_packages(&venv)?;
+    let torch_ok = sp.join(format!("torch-{TORCH_VERSION}.dist-info")).is_dir();
+    if !torch_ok {
+        let mut command = Command::new(&pip);
+        command.args([
+            "install",
+            "-q",
+            "--no-deps",
+            &format!("torch=={TORCH_VERSION}"),
+        ]);
+        checked(command, "pip install --no-deps torch")?;
+    }
+    if !sp.join("nvidia/cu13/include/cuda_runtime_api.h").exists()
+        || !sp.join("nvidia/cu13/include/crt/host_defines.h").exists()
+    {
+        let mut command = Command::new(&pip);
+        command
+            .args(["install", "-q", "--no-deps"])
+            .args(HEADER_WHEELS);
+        checked(command, "pip install the CUDA header wheels")?;
+    }
+    let full_marker = venv.join(".lab-full-torch");
+    if full && !full_marker.exists() {
+        let mut command = Command::new(&pip);
+        command.args(["install", "-q", &format!("torch=={TORCH_VERSION}")]);
+        checked(command, "pip install torch (with its runtime dependencies)")?;
+        std::fs::write(&full_marker, "torch runtime dependencies installed\n")?;
+    }
+    let libtorch = sp.join("torch");
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .current_dir(root)
+        .args(["build", "--release", "-p", "lab", "--features", "torch"])
+        .env("LIBTORCH", &libtorch)
+        .env("CARGO_TARGET_DIR", root.join("target/torch"))
+        .env_remove("LIBTORCH_USE_PYTORCH");
+    checked(command, "cargo build --features torch")?;
+    Ok(Built {
+        release: root.join("target/torch/release"),
+        libtorch,
+    })
+}
+
+/// Whether the full torch runtime was installed by `cargo xtask worker --full`.
+pub fn has_full_torch(root: &Path) -> bool {
+    venv(root).join(".lab-full-torch").exists()
+}
+
+const SMALL: [&str; 10] = [
+    "--device",
+    "cuda:0",
+    "--batch",
+    "1",
+    "--context",
+    "16",
+    "--width",
+    "64",
+    "--repeats",
+    "2",
+];
+
+/// Runs `lab measure` (small configuration, output in a fresh temporary folder) with `env`
+/// changes; returns its output and whether a file (any file) appeared.
+fn guarded_measure(lab: &Path, setup: impl FnOnce(&mut Command)) -> Result<(Output, bool)> {
+    let dir = std::env::temp_dir().join(format!("lab-guard-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let out = dir.join("m.json");
+    let mut command = Command::new(lab);
+    command
+        .args(["measure"])
+        .args(SMALL)
+        .arg("--output")
+        .arg(&out);
+    setup(&mut command);
+    let output = command
+        .output()
+        .with_context(|| format!("{}: cannot start", lab.display()))?;
+    let wrote = std::fs::read_dir(&dir)?.next().is_some();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((output, wrote))
+}
+
+fn expect_exit2(output: &Output, wrote: bool, needle: &str) -> Result<()> {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() != Some(2) || wrote || !stderr.to_lowercase().contains(needle) {
+        bail!(
+            "expected exit 2, no file and a message naming '{needle}'; got {} (file written: {wrote}): {}",
+            output.status,
+            stderr.trim()
+        );
+    }
+    if stderr.trim().lines().count() != 1 {
+        bail!("expected one line on stderr, got: {}", stderr.trim());
+    }
+    eprintln!("  {}", stderr.trim());
+    Ok(())
+}
+
+/// Verify step: build the worker (no-deps torch), so it never rots.
+pub fn step_build(ctx: &crate::verify::Ctx) -> Result<()> {
+    build(&ctx.root, false).map(|_| ())
+}
+
+/// Verify step: the real worker with libtorch not loadable -> `lab measure` exits 2 naming
+/// libtorch, writes nothing.
+pub fn step_guard_no_libtorch(ctx: &crate::verify::Ctx) -> Result<()> {
+    let lab = ctx.root.join("target/torch/release/lab");
+    let (output, wrote) = guarded_measure(&lab, |c| {
+        c.env_remove("LIBTORCH").env_remove("LD_LIBRARY_PATH");
+    })?;
+    expect_exit2(&output, wrote, "libtorch")
+}
+
+/// Verify step: the real worker with libtorch loaded (full torch install) and no GPU
+/// (`CUDA_VISIBLE_DEVICES=` hides any) -> `lab measure` exits 2 saying "no CUDA device", and
+/// `lab environment` exits 0 saying "not available".
+pub fn step_guard_no_gpu(ctx: &crate::verify::Ctx) -> Result<()> {
+    let built = build(&ctx.root, true)?;
+    let (output, wrote) = guarded_measure(&built.lab(), |c| {
+        c.env("LIBTORCH", &built.libtorch)
+            .env("CUDA_VISIBLE_DEVICES", "");
+    })?;
+    expect_exit2(&output, wrote, "no cuda device")?;
+    let env = Command::new(built.lab())
+        .args(["environment", "--device", "cuda:0"])
+        .env("LIBTORCH", &built.libtorch)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()?;
+    let text = String::from_utf8_lossy(&env.stdout);
+    if !env.status.success() || !text.contains("not available") || !text.contains(TORCH_VERSION) {
+        bail!("lab environment without a GPU: {} {}", env.status, text);
+    }
+    Ok(())
+}
