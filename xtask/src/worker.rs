@@ -142,11 +142,6 @@ pub fn build(root: &Path, full: bool) -> Result<Built> {
     })
 }
 
-/// Whether the full torch runtime was installed by `cargo xtask worker --full`.
-pub fn has_full_torch(root: &Path) -> bool {
-    venv(root).join(".lab-full-torch").exists()
-}
-
 const SMALL: [&str; 10] = [
     "--device",
     "cuda:0",
