@@ -14,7 +14,9 @@ pub mod estimate;
 pub mod kit;
 pub mod measure;
 pub mod pricing;
+pub mod record;
 pub mod report;
+pub mod sweep;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -1,1 +1,1082 @@
-//! TODO: report
+//! Reading measurement documents back: tables per phase, the analytic prediction, Markdown and
+//! an SVG chart.
+//!
+//! A measurement document is the JSON file written by `lab measure` and by
+//! `mesure_memoire.py measure` (schema `iteragpu-lab/measurement/v1`,
+//! `lab/schema/measurement.schema.json`), read into the same [`Document`] type `lab measure`
+//! writes (unknown fields are ignored, so documents that gained fields still read).
+//!
+//! The prediction ([`predict`]) is `lab measure`'s own ([`SyntheticModel`]'s
+//! `predicted_*` methods: tensors rounded to the allocator's 512-byte blocks, cuBLAS workspace
+//! left out), added to each row's measured baseline: weights for `model_load`, the input for
+//! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
+//! peak. The cold forward typically ends above it by the cuBLAS workspace.
+
+use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
+use crate::{Error, Result};
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Largest measurement file `lab` reads (a document is a few kilobytes; this guards against
+/// being pointed at a huge unrelated file).
+pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The five phases of the protocol, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Build and initialise the model on the CPU, move it to the GPU.
+    ModelLoad,
+    /// Create the synthetic input on the GPU.
+    Inputs,
+    /// First forward pass.
+    ColdForward,
+    /// All warm-up passes together.
+    Warmup,
+    /// One timed forward pass after warm-up (one row per repetition).
+    WarmForward,
+}
+
+impl Phase {
+    /// All phases in protocol order.
+    pub const ALL: [Phase; 5] = [
+        Phase::ModelLoad,
+        Phase::Inputs,
+        Phase::ColdForward,
+        Phase::Warmup,
+        Phase::WarmForward,
+    ];
+
+    /// The name used in the document (`model_load`, ..., `warm_forward`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::ModelLoad => "model_load",
+            Phase::Inputs => "inputs",
+            Phase::ColdForward => "cold_forward",
+            Phase::Warmup => "warmup",
+            Phase::WarmForward => "warm_forward",
+        }
+    }
+
+    /// Whether the phase runs forward passes (and so ends with an output tensor alive).
+    pub fn is_forward(self) -> bool {
+        matches!(
+            self,
+            Phase::ColdForward | Phase::Warmup | Phase::WarmForward
+        )
+    }
+
+    /// The phase of a document name; `None` for an unknown name.
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+/// Checks what the types alone cannot: the schema id, every phase present, repetitions
+/// numbered only on `warm_forward` rows, finite non-negative times.
+pub fn check_document(document: &Document) -> std::result::Result<(), String> {
+    if document.schema != SCHEMA_ID {
+        return Err(format!(
+            "schema is {:?}, expected {SCHEMA_ID:?}",
+            document.schema
+        ));
+    }
+    for (index, row) in document.phases.iter().enumerate() {
+        let phase = Phase::from_name(&row.phase)
+            .ok_or_else(|| format!("phases[{index}]: unknown phase {:?}", row.phase))?;
+        let repetition_ok = match phase {
+            Phase::WarmForward => matches!(row.repetition, Some(r) if r >= 1),
+            _ => row.repetition.is_none(),
+        };
+        if !repetition_ok {
+            return Err(format!(
+                "phases[{index}] ({}): bad repetition {:?}",
+                row.phase, row.repetition
+            ));
+        }
+        let times_ok = row.wall_seconds.is_finite()
+            && row.wall_seconds >= 0.0
+            && row.gpu_seconds.is_none_or(|g| g.is_finite() && g >= 0.0);
+        if !times_ok {
+            return Err(format!(
+                "phases[{index}] ({}): negative or non-finite time",
+                row.phase
+            ));
+        }
+    }
+    for phase in Phase::ALL {
+        if !document
+            .phases
+            .iter()
+            .any(|row| row.phase == phase.as_str())
+        {
+            return Err(format!("no `{}` phase row", phase.as_str()));
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks a document from its bytes (a UTF-8 BOM is tolerated); the error says
+/// what is wrong.
+pub fn parse_document(bytes: &[u8]) -> std::result::Result<Document, String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let document: Document =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a measurement document: {e}"))?;
+    check_document(&document)?;
+    Ok(document)
+}
+
+/// Rows of one phase, in document order.
+pub fn rows_of(document: &Document, phase: Phase) -> impl Iterator<Item = &PhaseRow> {
+    document
+        .phases
+        .iter()
+        .filter(move |r| r.phase == phase.as_str())
+}
+
+/// Largest peak reserved over all phases, bytes.
+pub fn peak_reserved_bytes(document: &Document) -> u64 {
+    document
+        .phases
+        .iter()
+        .map(|r| r.peak_reserved_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Largest peak allocated over all phases, bytes.
+pub fn peak_allocated_bytes(document: &Document) -> u64 {
+    document
+        .phases
+        .iter()
+        .map(|r| r.peak_allocated_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Median wall time of the `warm_forward` rows, seconds (`None` without such rows).
+pub fn warm_forward_median_wall_seconds(document: &Document) -> Option<f64> {
+    let walls: Vec<f64> = rows_of(document, Phase::WarmForward)
+        .map(|r| r.wall_seconds)
+        .collect();
+    median(&walls)
+}
+
+/// A short label of the configuration: `rust float32 b1 c16 w64`.
+pub fn label(document: &Document) -> String {
+    let c = &document.configuration;
+    format!(
+        "{} {} b{} c{} w{}",
+        document.tool.implementation,
+        c.dtype.name(),
+        c.batch,
+        c.context,
+        c.width
+    )
+}
+
+/// A measurement document read from a file, with the file's name and SHA-256.
+#[derive(Debug, Clone)]
+pub struct LoadedMeasurement {
+    /// The path as given.
+    pub path: PathBuf,
+    /// Lowercase hex SHA-256 of the file's exact bytes.
+    pub sha256: String,
+    /// The parsed document.
+    pub document: Document,
+}
+
+impl LoadedMeasurement {
+    /// The file name (last path component), lossily as UTF-8.
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+}
+
+/// Lowercase hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest.iter() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// Reads, hashes and checks one measurement file.
+///
+/// A missing or unreadable file is a usage error (exit 2) naming the file, like a document that
+/// does not match the schema.
+pub fn read_measurement(path: &Path) -> Result<LoadedMeasurement> {
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+    if !metadata.is_file() {
+        return Err(Error::usage(format!("{} is not a file", path.display())));
+    }
+    if metadata.len() > MAX_DOCUMENT_BYTES {
+        return Err(Error::usage(format!(
+            "{}: {} bytes is too large for a measurement document",
+            path.display(),
+            metadata.len()
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+    let document =
+        parse_document(&bytes).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
+    Ok(LoadedMeasurement {
+        path: path.to_path_buf(),
+        sha256: sha256_hex(&bytes),
+        document,
+    })
+}
+
+/// The analytic prediction of allocated bytes for one phase row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Prediction {
+    /// Predicted allocated bytes at the end of the step.
+    pub end_allocated_bytes: u64,
+    /// Predicted peak allocated bytes during the step.
+    pub peak_allocated_bytes: u64,
+}
+
+/// Predicts allocated bytes for a row of `phase` that started at `baseline_allocated` bytes,
+/// from `lab measure`'s analytic model (see the module documentation). Saturates rather than
+/// overflows on absurd inputs.
+pub fn predict(model: &SyntheticModel, phase: Phase, baseline_allocated: u64) -> Prediction {
+    let (end_extra, peak_extra) = match phase {
+        Phase::ModelLoad => {
+            let w = model.predicted_weight_allocation();
+            (w, w)
+        }
+        Phase::Inputs => {
+            let i = model.predicted_input_allocation();
+            (i, i)
+        }
+        Phase::ColdForward | Phase::Warmup | Phase::WarmForward => (
+            model.predicted_output_allocation(),
+            model.predicted_forward_peak_extra(),
+        ),
+    };
+    Prediction {
+        end_allocated_bytes: baseline_allocated.saturating_add(end_extra),
+        peak_allocated_bytes: baseline_allocated.saturating_add(peak_extra),
+    }
+}
+
+/// Bytes as MiB (2^20), rounded half-to-even to `dp` decimal places, exact decimal arithmetic.
+/// Always shows `dp` decimals (`1.000`).
+pub fn mib(bytes: u64, dp: u32) -> Decimal {
+    let mut value = (Decimal::from(bytes) / Decimal::from(1u64 << 20))
+        .round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+    value.rescale(dp);
+    value
+}
+
+/// Bytes as GiB (2^30), rounded half-to-even to `dp` decimal places, exact decimal arithmetic.
+/// Always shows `dp` decimals.
+pub fn gib(bytes: u64, dp: u32) -> Decimal {
+    let mut value = (Decimal::from(bytes) / Decimal::from(1u64 << 30))
+        .round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+    value.rescale(dp);
+    value
+}
+
+/// One row of a phase table: a measured row of one file with its prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportRow {
+    /// 1-based index of the file in the report.
+    pub file_index: usize,
+    /// The measured row.
+    #[serde(flatten)]
+    pub measured: PhaseRow,
+    /// Predicted end allocated bytes.
+    pub predicted_end_allocated_bytes: u64,
+    /// Predicted peak allocated bytes.
+    pub predicted_peak_allocated_bytes: u64,
+    /// Measured peak allocated minus predicted peak allocated, bytes (may be negative).
+    pub peak_allocated_minus_predicted_bytes: i128,
+    /// FLOP/s from the GPU time (forward phases with a GPU time only).
+    pub achieved_flops_per_second: Option<f64>,
+}
+
+/// One file in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportFile {
+    /// 1-based index, as used in the tables and the chart legend.
+    pub index: usize,
+    /// The file name.
+    pub file: String,
+    /// SHA-256 of the file.
+    pub sha256: String,
+    /// Short configuration label.
+    pub label: String,
+    /// `rust` or `python`.
+    pub implementation: String,
+    /// Device name.
+    pub device_name: String,
+    /// Total device memory, bytes.
+    pub total_memory_bytes: u64,
+    /// Configuration of the run.
+    pub configuration: Configuration,
+    /// Model sizes.
+    pub synthetic_model: SyntheticModel,
+}
+
+/// Rows of one phase over all files.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseTable {
+    /// The phase.
+    pub phase: Phase,
+    /// One row per file (per repetition for `warm_forward`).
+    pub rows: Vec<ReportRow>,
+}
+
+/// A report over one or several measurement files.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The files, in the order given.
+    pub files: Vec<ReportFile>,
+    /// One table per phase, in protocol order.
+    pub phases: Vec<PhaseTable>,
+    /// What the prediction leaves out.
+    pub prediction_note: &'static str,
+}
+
+/// How [`predict`] works and what it leaves out, as shown under the tables.
+pub const PREDICTION_NOTE: &str = "pred = the row's measured baseline + the tensors the step \
+creates, from synthetic_model (weights; input; one output at the end of a forward, two hidden \
+activations at its peak), each rounded to the allocator's 512-byte blocks; the cuBLAS \
+workspace is left out, so the cold forward ends above it by that workspace";
+
+/// Builds the report of some loaded measurements.
+pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
+    let files = measurements
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ReportFile {
+            index: i + 1,
+            file: m.file_name(),
+            sha256: m.sha256.clone(),
+            label: label(&m.document),
+            implementation: m.document.tool.implementation.clone(),
+            device_name: m.document.environment.device_name.clone(),
+            total_memory_bytes: m.document.environment.total_memory_bytes,
+            configuration: m.document.configuration.clone(),
+            synthetic_model: m.document.synthetic_model.clone(),
+        })
+        .collect();
+    let phases = Phase::ALL
+        .iter()
+        .map(|&phase| PhaseTable {
+            phase,
+            rows: measurements
+                .iter()
+                .enumerate()
+                .flat_map(|(i, m)| {
+                    let model = &m.document.synthetic_model;
+                    let per_forward = model.flops_per_forward as f64;
+                    rows_of(&m.document, phase).map(move |r| {
+                        let prediction = predict(model, phase, r.baseline_allocated_bytes);
+                        let flops =
+                            (r.forward_passes > 0).then_some(per_forward * r.forward_passes as f64);
+                        ReportRow {
+                            file_index: i + 1,
+                            measured: r.clone(),
+                            predicted_end_allocated_bytes: prediction.end_allocated_bytes,
+                            predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
+                            peak_allocated_minus_predicted_bytes: i128::from(
+                                r.peak_allocated_bytes,
+                            ) - i128::from(
+                                prediction.peak_allocated_bytes,
+                            ),
+                            achieved_flops_per_second: match (flops, r.gpu_seconds) {
+                                (Some(f), Some(g)) if g > 0.0 => Some(f / g),
+                                _ => None,
+                            },
+                        }
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    Report {
+        files,
+        phases,
+        prediction_note: PREDICTION_NOTE,
+    }
+}
+
+fn seconds_ms(seconds: f64) -> String {
+    format!("{:.3}", seconds * 1e3)
+}
+
+fn optional_ms(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "-".to_string(), seconds_ms)
+}
+
+fn tflops(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{:.3}", v / 1e12))
+}
+
+const COLUMNS: [&str; 13] = [
+    "file",
+    "rep",
+    "wall ms",
+    "GPU ms",
+    "base alloc",
+    "base res",
+    "end alloc",
+    "end res",
+    "peak alloc",
+    "peak res",
+    "pred end alloc",
+    "pred peak alloc",
+    "TFLOP/s",
+];
+
+fn row_cells(row: &ReportRow) -> Vec<String> {
+    let m = &row.measured;
+    let b = |v: u64| mib(v, 3).to_string();
+    vec![
+        format!("[{}]", row.file_index),
+        m.repetition
+            .map_or_else(|| "-".to_string(), |r| r.to_string()),
+        seconds_ms(m.wall_seconds),
+        optional_ms(m.gpu_seconds),
+        b(m.baseline_allocated_bytes),
+        b(m.baseline_reserved_bytes),
+        b(m.end_allocated_bytes),
+        b(m.end_reserved_bytes),
+        b(m.peak_allocated_bytes),
+        b(m.peak_reserved_bytes),
+        b(row.predicted_end_allocated_bytes),
+        b(row.predicted_peak_allocated_bytes),
+        tflops(row.achieved_flops_per_second),
+    ]
+}
+
+fn file_lines(report: &Report) -> Vec<String> {
+    report
+        .files
+        .iter()
+        .map(|f| {
+            format!(
+                "[{}] {} — {} on {} ({} GiB), sha256 {}",
+                f.index,
+                f.file,
+                f.label,
+                f.device_name,
+                gib(f.total_memory_bytes, 2),
+                f.sha256
+            )
+        })
+        .collect()
+}
+
+/// The report as aligned plain-text tables (memory in MiB, times in milliseconds).
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    for line in file_lines(report) {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(
+        out,
+        "memory in MiB (2^20 bytes), times in ms; TFLOP/s from the GPU time"
+    );
+    for table in &report.phases {
+        let _ = writeln!(out, "\n{}", table.phase.as_str());
+        let rows: Vec<Vec<String>> = table.rows.iter().map(row_cells).collect();
+        let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.len()).collect();
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: Vec<&str>| {
+            cells
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(i, (c, w))| {
+                    if i < 2 {
+                        format!("{c:<w$}")
+                    } else {
+                        format!("{c:>w$}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        let _ = writeln!(out, "  {}", line(COLUMNS.to_vec()));
+        for row in &rows {
+            let _ = writeln!(out, "  {}", line(row.iter().map(String::as_str).collect()));
+        }
+    }
+    let _ = writeln!(out, "\n{}", report.prediction_note);
+    out
+}
+
+/// The report as Markdown: a file list and one pipe table per phase.
+pub fn render_markdown(report: &Report) -> String {
+    let mut out = String::from("## Measurement report\n\n");
+    for line in file_lines(report) {
+        let _ = writeln!(out, "- {line}");
+    }
+    let _ = writeln!(
+        out,
+        "\nMemory in MiB (2^20 bytes), times in milliseconds, TFLOP/s from the GPU time."
+    );
+    for table in &report.phases {
+        let _ = writeln!(out, "\n### `{}`\n", table.phase.as_str());
+        let _ = writeln!(out, "| {} |", COLUMNS.join(" | "));
+        let _ = writeln!(
+            out,
+            "|{}",
+            COLUMNS
+                .iter()
+                .enumerate()
+                .map(|(i, _)| if i < 2 { " --- |" } else { " ---: |" })
+                .collect::<String>()
+        );
+        for row in &table.rows {
+            let _ = writeln!(out, "| {} |", row_cells(row).join(" | "));
+        }
+    }
+    let _ = writeln!(out, "\n{}.", capitalise(report.prediction_note));
+    out
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Renders the SVG chart: peak allocated and reserved per phase (one pair of bars per file),
+/// and warm-forward wall and GPU times per repetition.
+pub fn render_svg(report: &Report) -> Result<String> {
+    chart::render(report).map_err(|e| Error::runtime(format!("cannot draw the chart: {e}")))
+}
+
+/// Writes `contents` to a new file at `path`; refuses an existing file (exit 2) and leaves no
+/// partial file behind on failure.
+pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Error::usage(format!(
+                    "{} already exists; choose a new file name (lab never overwrites)",
+                    path.display()
+                ))
+            } else {
+                Error::usage(format!("cannot create {}: {e}", path.display()))
+            }
+        })?;
+    let written = file.write_all(contents).and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(Error::runtime(format!(
+            "cannot write {}: {e}",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+mod chart {
+    use super::{Phase, Report, ReportRow};
+    use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+    use plotters::coord::Shift;
+    use plotters::prelude::*;
+
+    const WIDTH: u32 = 1100;
+    const HEIGHT: u32 = 900;
+
+    type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+    type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+    const COLORS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(255, 127, 14),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(23, 190, 207),
+    ];
+
+    fn color(index: usize) -> RGBColor {
+        COLORS[index % COLORS.len()]
+    }
+
+    // Chart coordinates only: plotting needs floating point; the tables keep exact bytes.
+    fn to_mib(bytes: u64) -> f64 {
+        bytes as f64 / (1u64 << 20) as f64
+    }
+
+    /// Peak allocated and peak reserved (max over the phase's rows) of a file, MiB.
+    fn peaks(report: &Report, phase: Phase, file_index: usize) -> (f64, f64) {
+        let rows = report
+            .phases
+            .iter()
+            .filter(|t| t.phase == phase)
+            .flat_map(|t| t.rows.iter())
+            .filter(|r| r.file_index == file_index);
+        let (mut allocated, mut reserved) = (0u64, 0u64);
+        for row in rows {
+            allocated = allocated.max(row.measured.peak_allocated_bytes);
+            reserved = reserved.max(row.measured.peak_reserved_bytes);
+        }
+        (to_mib(allocated), to_mib(reserved))
+    }
+
+    pub(super) fn render(report: &Report) -> DrawResult<String> {
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+            root.fill(&WHITE)?;
+            let (top, bottom) = root.split_vertically(HEIGHT / 2 + 30);
+            memory_chart(report, &top)?;
+            time_chart(report, &bottom)?;
+            root.present()?;
+        }
+        Ok(svg)
+    }
+
+    /// One bar: x range, height, colour.
+    struct Bar {
+        x0: f64,
+        x1: f64,
+        value: f64,
+        color: RGBAColor,
+    }
+
+    fn bars(report: &Report) -> Vec<Bar> {
+        let files = report.files.len().max(1);
+        let group = 0.8;
+        let width = group / (2 * files) as f64;
+        let mut out = Vec::new();
+        for (fi, file) in report.files.iter().enumerate() {
+            for (pi, phase) in Phase::ALL.iter().enumerate() {
+                let (allocated, reserved) = peaks(report, *phase, file.index);
+                let x0 = pi as f64 - group / 2.0 + (2 * fi) as f64 * width;
+                out.push(Bar {
+                    x0,
+                    x1: x0 + width,
+                    value: allocated,
+                    color: color(fi).to_rgba(),
+                });
+                out.push(Bar {
+                    x0: x0 + width,
+                    x1: x0 + 2.0 * width,
+                    value: reserved,
+                    color: color(fi).mix(0.35),
+                });
+            }
+        }
+        out
+    }
+
+    /// Share of a chart's height left to the data so that a legend of `entries` lines at the
+    /// top does not cover it (each chart is about 330 px high; a legend line about 16 px).
+    fn free_fraction(entries: usize) -> f64 {
+        let legend = 24.0 + 16.0 * entries as f64;
+        ((330.0 - legend) / 330.0).clamp(0.3, 0.85)
+    }
+
+    fn phase_label(x: &f64) -> String {
+        let i = x.round();
+        if (x - i).abs() < 1e-9 && i >= 0.0 && (i as usize) < Phase::ALL.len() {
+            Phase::ALL[i as usize].as_str().to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    fn memory_chart(report: &Report, area: &Area<'_>) -> DrawResult<()> {
+        let bars = bars(report);
+        let max = bars.iter().map(|b| b.value).fold(0.0_f64, f64::max);
+        let min_positive = bars
+            .iter()
+            .map(|b| b.value)
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        // A log scale when the bars span more than a factor of 50 (e.g. model_load of a small
+        // model next to a large one), a linear one otherwise.
+        if max > 0.0 && min_positive.is_finite() && max / min_positive > 50.0 {
+            let floor = min_positive / 2.0;
+            draw_memory(
+                report,
+                area,
+                &bars,
+                (floor..floor * (max / floor).powf(1.0 / free_fraction(report.files.len())))
+                    .log_scale(),
+                floor,
+                "Peak allocated (solid) and reserved (light) per phase, MiB, log scale",
+            )
+        } else {
+            let top = if max > 0.0 {
+                max / free_fraction(report.files.len())
+            } else {
+                1.0
+            };
+            draw_memory(
+                report,
+                area,
+                &bars,
+                0f64..top,
+                0.0,
+                "Peak allocated (solid) and reserved (light) per phase, MiB",
+            )
+        }
+    }
+
+    fn draw_memory<Y>(
+        report: &Report,
+        area: &Area<'_>,
+        bars: &[Bar],
+        y: Y,
+        floor: f64,
+        title: &str,
+    ) -> DrawResult<()>
+    where
+        Y: AsRangedCoord<Value = f64>,
+        Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(35)
+            .y_label_area_size(80)
+            .build_cartesian_2d(-0.5f64..(Phase::ALL.len() as f64 - 0.5), y)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(Phase::ALL.len())
+            .x_label_formatter(&phase_label)
+            .y_desc("MiB")
+            .draw()?;
+        chart.draw_series(
+            bars.iter()
+                .filter(|b| b.value > floor)
+                .map(|b| Rectangle::new([(b.x0, floor), (b.x1, b.value)], b.color.filled())),
+        )?;
+        for (fi, file) in report.files.iter().enumerate() {
+            let c = color(fi);
+            chart
+                .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())?
+                .label(format!("[{}] {}", file.index, file.label))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }
+
+    fn time_chart(report: &Report, area: &Area<'_>) -> DrawResult<()> {
+        let rows: Vec<&ReportRow> = report
+            .phases
+            .iter()
+            .filter(|t| t.phase == Phase::WarmForward)
+            .flat_map(|t| t.rows.iter())
+            .collect();
+        let max_rep = rows
+            .iter()
+            .filter_map(|r| r.measured.repetition)
+            .max()
+            .unwrap_or(1)
+            .max(2);
+        let max_ms = rows
+            .iter()
+            .flat_map(|r| [Some(r.measured.wall_seconds), r.measured.gpu_seconds])
+            .flatten()
+            .fold(0.0_f64, f64::max)
+            * 1e3;
+        let top = if max_ms > 0.0 {
+            max_ms / free_fraction(2 * report.files.len())
+        } else {
+            1.0
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                "Warm forward per repetition, ms: wall (thick, circles), GPU events (thin, squares)",
+                ("sans-serif", 20),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0.5f64..(max_rep as f64 + 0.5), 0f64..top)?;
+        chart
+            .configure_mesh()
+            .x_labels((max_rep as usize).min(20))
+            .x_label_formatter(&|x| {
+                if (x - x.round()).abs() < 1e-9 {
+                    format!("{}", x.round() as i64)
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("repetition")
+            .y_desc("ms")
+            .draw()?;
+        for (fi, file) in report.files.iter().enumerate() {
+            let c = color(fi);
+            let mine: Vec<&&ReportRow> =
+                rows.iter().filter(|r| r.file_index == file.index).collect();
+            let wall: Vec<(f64, f64)> = mine
+                .iter()
+                .filter_map(|r| {
+                    r.measured
+                        .repetition
+                        .map(|rep| (rep as f64, r.measured.wall_seconds * 1e3))
+                })
+                .collect();
+            let gpu: Vec<(f64, f64)> = mine
+                .iter()
+                .filter_map(|r| match (r.measured.repetition, r.measured.gpu_seconds) {
+                    (Some(rep), Some(g)) => Some((rep as f64, g * 1e3)),
+                    _ => None,
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(wall.clone(), c.stroke_width(3)))?
+                .label(format!("[{}] {} wall", file.index, file.label))
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], c.stroke_width(3)));
+            chart.draw_series(wall.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+            if !gpu.is_empty() {
+                chart
+                    .draw_series(LineSeries::new(gpu.clone(), c.stroke_width(1)))?
+                    .label(format!("[{}] {} GPU", file.index, file.label))
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x + 6, y - 3), (x + 12, y + 3)], c.filled())
+                    });
+                chart.draw_series(gpu.iter().map(|&(x, y)| {
+                    EmptyElement::at((x, y)) + Rectangle::new([(-3, -3), (3, 3)], c.filled())
+                }))?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A document shaped like `lab measure`'s output for batch 1, context 16, warmup 1,
+    /// repeats 2, with the given width and dtype, on an H200.
+    pub(crate) fn sample_json(width: u64, dtype_bytes: u64) -> String {
+        let hidden = 4 * width;
+        let parameters = 2 * width * hidden + hidden + width;
+        let input = 16 * width * dtype_bytes;
+        let p = parameters * dtype_bytes;
+        let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
+            format!(
+                r#"{{"phase":"{phase}","repetition":{},"forward_passes":{passes},"wall_seconds":0.001{rep_digit},
+"gpu_seconds":0.0005,"baseline_allocated_bytes":{base},"baseline_reserved_bytes":2097152,
+"end_allocated_bytes":{end},"end_reserved_bytes":2097152,"peak_allocated_bytes":{peak},
+"peak_reserved_bytes":2097152}}"#,
+                rep.map_or("null".to_string(), |r| r.to_string()),
+                rep_digit = rep.unwrap_or(0)
+            )
+        };
+        let phases = [
+            row("model_load", None, 0, 0, p, p),
+            row("inputs", None, 0, p, p + input, p + input),
+            row(
+                "cold_forward",
+                None,
+                1,
+                p + input,
+                p + 2 * input,
+                p + 6 * input,
+            ),
+            row("warmup", None, 1, p + input, p + 2 * input, p + 7 * input),
+            row(
+                "warm_forward",
+                Some(1),
+                1,
+                p + input,
+                p + 2 * input,
+                p + 6 * input,
+            ),
+            row(
+                "warm_forward",
+                Some(2),
+                1,
+                p + input,
+                p + 2 * input,
+                p + 6 * input,
+            ),
+        ]
+        .join(",");
+        let dtype = if dtype_bytes == 4 {
+            "float32"
+        } else {
+            "bfloat16"
+        };
+        format!(
+            r#"{{"schema":"iteragpu-lab/measurement/v1","tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"}},
+"created_utc":"2026-11-30T10:00:00Z",
+"environment":{{"runtime":{{"language":"Rust","version":"1.95"}},"torch_version":"2.11.0","cuda_build_version":"13.0","hip_build_version":null,
+"device":"cuda:0","device_name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,"device_count":1,"tf32_matmul_allowed":false}},
+"configuration":{{"device":"cuda:0","batch":1,"context":16,"width":{width},"dtype":"{dtype}","warmup":1,"repeats":2,"seed":0}},
+"synthetic_model":{{"architecture":"Linear-GELU-Linear","width":{width},"hidden":{hidden},"parameters":{parameters},"dtype_bytes":{dtype_bytes},
+"parameter_bytes":{p},"input_bytes":{input},"output_bytes":{input},"flops_per_forward":{}}},
+"phases":[{phases}]}}"#,
+            2 * 16 * 2 * width * hidden
+        )
+    }
+
+    #[test]
+    fn parses_and_predicts() {
+        let doc = parse_document(sample_json(64, 4).as_bytes()).expect("valid");
+        let model = &doc.synthetic_model;
+        assert_eq!(model.parameter_bytes, 132_352);
+        let load = predict(model, Phase::ModelLoad, 0);
+        // the four tensors each rounded to 512 bytes: the 256-byte bias becomes 512
+        assert_eq!(load.end_allocated_bytes, 65_536 + 1_024 + 65_536 + 512);
+        let inputs = predict(model, Phase::Inputs, 1_000);
+        assert_eq!(inputs.end_allocated_bytes, 1_000 + 4_096);
+        let forward = predict(model, Phase::WarmForward, 10_000);
+        assert_eq!(forward.end_allocated_bytes, 10_000 + 4_096);
+        assert_eq!(forward.peak_allocated_bytes, 10_000 + 2 * 16 * 256 * 4);
+        assert_eq!(peak_reserved_bytes(&doc), 2_097_152);
+        assert_eq!(peak_allocated_bytes(&doc), 132_352 + 7 * 4096);
+        let median = warm_forward_median_wall_seconds(&doc).unwrap();
+        assert!((median - 0.00115).abs() < 1e-12, "{median}");
+        assert_eq!(label(&doc), "rust float32 b1 c16 w64");
+    }
+
+    #[test]
+    fn rejects_bad_documents() {
+        let good = sample_json(64, 4);
+        let wrong_schema = good.replace("measurement/v1", "measurement/v0");
+        assert!(parse_document(wrong_schema.as_bytes())
+            .unwrap_err()
+            .contains("schema"));
+        let no_rep = good.replace(r#""repetition":1"#, r#""repetition":null"#);
+        assert!(parse_document(no_rep.as_bytes())
+            .unwrap_err()
+            .contains("repetition"));
+        let no_inputs = good.replace(r#""phase":"inputs""#, r#""phase":"model_load""#);
+        assert!(parse_document(no_inputs.as_bytes())
+            .unwrap_err()
+            .contains("inputs"));
+        let unknown = good.replace(r#""phase":"inputs""#, r#""phase":"input""#);
+        assert!(parse_document(unknown.as_bytes())
+            .unwrap_err()
+            .contains("unknown phase"));
+        let negative = good.replace(r#""wall_seconds":0.0010"#, r#""wall_seconds":-1"#);
+        assert!(parse_document(negative.as_bytes())
+            .unwrap_err()
+            .contains("time"));
+        assert!(parse_document(b"{}").is_err());
+        assert!(parse_document(b"\xff").is_err());
+        let bom = [b"\xEF\xBB\xBF".as_slice(), good.as_bytes()].concat();
+        assert!(parse_document(&bom).is_ok());
+    }
+
+    #[test]
+    fn sample_matches_schema() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../schema/measurement.schema.json")).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    fn loaded(docs: Vec<Document>) -> Vec<LoadedMeasurement> {
+        docs.into_iter()
+            .enumerate()
+            .map(|(i, document)| LoadedMeasurement {
+                path: PathBuf::from(format!("m{i}.json")),
+                sha256: "0".repeat(64),
+                document,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn renders_text_markdown_and_svg() {
+        let a = parse_document(sample_json(64, 4).as_bytes()).unwrap();
+        let b = parse_document(sample_json(64, 2).as_bytes()).unwrap();
+        let report = build_report(&loaded(vec![a, b]));
+        assert_eq!(report.phases.len(), 5);
+        assert_eq!(report.phases[4].rows.len(), 4);
+        assert_eq!(report.phases[0].rows[0].achieved_flops_per_second, None);
+        let flops = report.phases[2].rows[0].achieved_flops_per_second.unwrap();
+        assert!((flops - 1_048_576.0 / 0.0005).abs() < 1.0, "{flops}");
+        let text = render_text(&report);
+        assert!(text.contains("warm_forward"));
+        assert!(text.contains("[2] m1.json"));
+        let md = render_markdown(&report);
+        assert!(md.contains("### `cold_forward`"));
+        assert!(md.contains("| file | rep |"));
+        let svg = render_svg(&report).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("model_load"));
+        assert!(svg.contains("rust float32 b1 c16 w64"));
+        assert!(svg.contains("rust bfloat16 b1 c16 w64 GPU"));
+    }
+
+    #[test]
+    fn svg_switches_to_log_scale_for_wide_ranges() {
+        let small = parse_document(sample_json(16, 4).as_bytes()).unwrap();
+        let large = parse_document(sample_json(4096, 4).as_bytes()).unwrap();
+        let svg = render_svg(&build_report(&loaded(vec![small, large]))).unwrap();
+        assert!(svg.contains("log scale"));
+    }
+
+    #[test]
+    fn mib_is_exact_half_even() {
+        assert_eq!(mib(1 << 20, 3).to_string(), "1.000");
+        // 1536 bytes = 0.00146484375 MiB -> 0.001
+        assert_eq!(mib(1536, 3).to_string(), "0.001");
+        // 0.0025 MiB exactly = 2621.44 bytes is not an integer; 0.5 MiB + half a unit:
+        // 524288 + 512 bytes = 0.50048828125 MiB -> 0.500 at 3 places
+        assert_eq!(mib(524_800, 3).to_string(), "0.500");
+        assert_eq!(gib(150_109_880_320, 2).to_string(), "139.80");
+    }
+
+    #[test]
+    fn existing_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.svg");
+        std::fs::write(&path, b"keep").unwrap();
+        let error = write_new_file(&path, b"new").unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(std::fs::read(&path).unwrap(), b"keep");
+        let fresh = dir.path().join("fresh.svg");
+        write_new_file(&fresh, b"new").unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"new");
+    }
+}

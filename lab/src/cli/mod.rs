@@ -6,6 +6,9 @@ mod estimate;
 mod measure;
 mod numbers;
 mod price;
+mod record;
+mod report;
+mod sweep;
 mod tariffs;
 mod verify_kit;
 
@@ -31,6 +34,12 @@ enum Command {
     Price(price::Args),
     /// The package catalog as a table, cheapest per GPU-day first.
     Tariffs(tariffs::Args),
+    /// Grow one measurement dimension until the GPU runs out of memory (one process per point).
+    Sweep(sweep::Args),
+    /// Tables per phase (and an SVG chart) for one or several measurement files.
+    Report(report::Args),
+    /// Append one real run to the results grid (append-only, linked by SHA-256).
+    Record(record::Args),
     /// Packages giving at least N GPUs for D days, cheapest first.
     Compare(compare::Args),
     /// Check a kit archive against its own manifest (as `cargo xtask verify --archive`).
@@ -45,6 +54,9 @@ pub fn run(cli: Cli) -> lab::Result<()> {
         Command::Measure(args) => measure::run(args),
         Command::Price(args) => price::run(args),
         Command::Tariffs(args) => tariffs::run(args),
+        Command::Sweep(args) => sweep::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Record(args) => record::run(args),
         Command::Compare(args) => compare::run(args),
         Command::VerifyKit(args) => verify_kit::run(args),
     }

@@ -1,0 +1,135 @@
+//! `lab record`: append one real run to the results grid `resultats-bruts.csv`.
+
+use super::numbers::{duration, emit, positive_integer, print_json};
+use lab::catalog::Catalog;
+use lab::record::{append_run, RunInput};
+use lab::{Error, Result};
+use std::path::PathBuf;
+
+/// Flags of `lab record`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The run's measurement JSON (written by `lab measure`, `mesure_memoire.py` or the
+    /// notebook); linked by file name and SHA-256. Leave out for a run that produced none.
+    #[arg(long, value_name = "FILE")]
+    measurement: Option<PathBuf>,
+    /// The results grid to append to (the kit's `resultats-bruts.csv`; never rewritten).
+    #[arg(long, value_name = "resultats-bruts.csv")]
+    results: PathBuf,
+    /// GPU id of the package, as in the catalog (e.g. b200).
+    #[arg(long, value_name = "ID")]
+    gpu: String,
+    /// Package duration in days: 3, 7 or 30.
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
+    days: String,
+    /// Lots bought (whole number, at least 1).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    lots: String,
+    /// Identifier of the run, unique in the grid [default: run-N, N = rows + 1].
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    run_id: Option<String>,
+    /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z [default: now].
+    #[arg(long, value_name = "TIME")]
+    date_utc: Option<String>,
+    /// Name of the quality metric fixed before the trial.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    quality_metric: Option<String>,
+    /// The acceptance threshold fixed before the trial, with its direction (e.g. >=0.92).
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    threshold: Option<String>,
+    /// The value the run obtained on that metric.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    observed: Option<String>,
+    /// Distinct units of this run that meet the threshold (0 when none do).
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    accepted_results: Option<String>,
+    /// completed, failed, interrupted or rejected (completed but below the threshold).
+    #[arg(long, value_name = "OUTCOME", default_value = "completed")]
+    outcome: String,
+    /// Free text (e.g. which earlier run_id this row corrects).
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    notes: Option<String>,
+    /// Catalog CSV to check the GPU against instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
+    tariffs: Option<PathBuf>,
+    /// Print the appended row as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `lab record`.
+///
+/// # Errors
+/// Usage (exit 2, nothing written) for bad flags, a GPU not in the catalog, an invalid
+/// measurement, a grid whose header is not the kit's, a measurement or run id already
+/// recorded; Runtime (exit 1) when the append fails (the grid is left as it was).
+pub fn run(args: Args) -> Result<()> {
+    let days = duration(&args.days)?;
+    let lots = positive_integer("--lots", &args.lots, u64::MAX)?;
+    let accepted_results = args
+        .accepted_results
+        .as_deref()
+        .map(|text| {
+            if text == "0" {
+                Ok(0)
+            } else {
+                positive_integer("--accepted-results", text, u64::MAX).map_err(|_| {
+                    Error::usage(format!(
+                        "--accepted-results must be a whole number (0 when no unit was accepted), got '{text}'"
+                    ))
+                })
+            }
+        })
+        .transpose()?;
+    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let input = RunInput {
+        run_id: args.run_id.as_deref(),
+        date_utc: args.date_utc.as_deref(),
+        measurement: args.measurement.as_deref(),
+        gpu: &args.gpu,
+        days,
+        lots,
+        quality_metric: args.quality_metric.as_deref(),
+        threshold: args.threshold.as_deref(),
+        observed: args.observed.as_deref(),
+        accepted_results,
+        outcome: &args.outcome,
+        notes: args.notes.as_deref(),
+    };
+    let appended = append_run(&args.results, &catalog, &input)?;
+    if args.json {
+        return print_json(&appended);
+    }
+    let cell = |key: &str| {
+        appended
+            .row
+            .get(key)
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => "-".to_string(),
+                other => other.to_string(),
+            })
+            .unwrap_or_default()
+    };
+    emit(&[
+        format!(
+            "recorded run {} on line {} of {}",
+            cell("run_id"),
+            appended.line,
+            appended.grid
+        ),
+        format!(
+            "  measurement {} (sha256 {})",
+            cell("measurement_file"),
+            cell("measurement_sha256")
+        ),
+        format!(
+            "  package {} x {} lot(s), {} days; outcome {}, accepted results {}",
+            cell("gpu"),
+            cell("lots"),
+            cell("days"),
+            cell("outcome"),
+            cell("accepted_results")
+        ),
+    ])
+}

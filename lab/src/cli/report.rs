@@ -1,0 +1,61 @@
+//! `lab report`: tables per phase for one or several measurement files, as text, Markdown or
+//! JSON, and optionally an SVG chart.
+
+use super::numbers::{emit, print_json};
+use lab::report::{build_report, read_measurement, render_markdown, render_svg, render_text};
+use lab::{Error, Result};
+use std::path::PathBuf;
+
+/// Flags of `lab report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Measurement files written by `lab measure` or `mesure_memoire.py measure`.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// Also draw peak memory per phase and warm-forward times into this new SVG file.
+    #[arg(long, value_name = "OUT.svg")]
+    svg: Option<PathBuf>,
+    /// Print the tables as Markdown.
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `lab report`.
+pub fn run(args: Args) -> Result<()> {
+    if let Some(svg) = &args.svg {
+        // Checked before any work so that a bad --svg costs nothing; the file is still created
+        // with create_new, so a file appearing meanwhile is not overwritten either.
+        if svg.exists() {
+            return Err(Error::usage(format!(
+                "{} already exists; choose a new file name for --svg (lab never overwrites)",
+                svg.display()
+            )));
+        }
+    }
+    let measurements = args
+        .files
+        .iter()
+        .map(|path| read_measurement(path))
+        .collect::<Result<Vec<_>>>()?;
+    let report = build_report(&measurements);
+    if let Some(svg) = &args.svg {
+        let drawing = render_svg(&report)?;
+        lab::report::write_new_file(svg, drawing.as_bytes())?;
+    }
+    if args.json {
+        print_json(&report)?;
+    } else if args.markdown {
+        emit(&[render_markdown(&report).trim_end().to_owned()])?;
+    } else {
+        emit(&[render_text(&report).trim_end().to_owned()])?;
+    }
+    if let Some(svg) = &args.svg {
+        if !args.json {
+            eprintln!("chart written to {}", svg.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,454 @@
+//! `lab sweep`: grow one measurement dimension until the GPU runs out of memory.
+//!
+//! Each point is a fresh `lab measure` process (this same binary), so the sweep measures exactly
+//! what `lab measure` measures. Ctrl-C stops after (or during) the current point; the finished
+//! points and the summary are kept.
+
+use super::numbers::{emit, positive_integer, print_json};
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::measure::Configuration;
+use lab::report::{gib, mib, write_new_file};
+use lab::sweep::{
+    run_sweep, Bounds, Dimension, Event, MeasureFlags, PointOutcome, ProcessRunner, SweepEnd,
+    SweepResult,
+};
+use lab::{Error, Result};
+use rust_decimal::{Decimal, RoundingStrategy};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Set by the Ctrl-C handler; checked between points.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The dimension to vary.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Vary {
+    /// Model width (`--width`).
+    Width,
+    /// Batch size (`--batch`).
+    Batch,
+    /// Number of positions (`--context`).
+    Context,
+}
+
+/// Flags of `lab sweep`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// GPU to measure on, e.g. `cuda:0` (no default, as for `lab measure`).
+    #[arg(long)]
+    device: String,
+    /// The dimension to grow.
+    #[arg(long, value_enum)]
+    vary: Vary,
+    /// First value of the varied dimension.
+    #[arg(long, value_name = "A", allow_hyphen_values = true)]
+    from: String,
+    /// Largest value of the varied dimension.
+    #[arg(long, value_name = "B", allow_hyphen_values = true)]
+    to: String,
+    /// Stop bisecting when the largest fitted and smallest out-of-memory values are this close.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value = "1",
+        allow_hyphen_values = true
+    )]
+    resolution: String,
+    /// Batch size when not varied [default: 1].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    batch: Option<String>,
+    /// Number of positions when not varied [default: 16].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    context: Option<String>,
+    /// Model width when not varied [default: 64].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    width: Option<String>,
+    /// float32, float16 or bfloat16.
+    #[arg(long, default_value = "float32")]
+    dtype: String,
+    /// Warm-up passes per point.
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    warmup: String,
+    /// Timed warm passes per point.
+    #[arg(long, default_value = "2", allow_hyphen_values = true)]
+    repeats: String,
+    /// Seed of the weights and the input.
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    seed: String,
+    /// Torch worker executable, passed to `lab measure` when given.
+    #[arg(long, value_name = "PATH")]
+    worker: Option<PathBuf>,
+    /// New folder for the points' JSON files and summary.csv (must not exist).
+    #[arg(long, value_name = "DIR")]
+    output_dir: PathBuf,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// The `lab` executable that runs `measure` (default: this one). For tests and unusual
+    /// layouts.
+    #[arg(long, value_name = "PATH", hide = true)]
+    measure_program: Option<PathBuf>,
+}
+
+const MAX_VALUE: u64 = 1 << 40;
+
+/// The text of a fixed flag (its default when absent); an error when it is the varied one.
+fn fixed<'a>(
+    flag: &str,
+    given: Option<&'a str>,
+    default: &'a str,
+    varied: bool,
+) -> Result<&'a str> {
+    match (given, varied) {
+        (Some(_), true) => Err(Error::usage(format!(
+            "{flag} is the varied dimension: give its range with --from/--to instead"
+        ))),
+        (Some(text), false) => Ok(text),
+        (None, _) => Ok(default),
+    }
+}
+
+/// Runs `lab sweep`.
+pub fn run(args: Args) -> Result<()> {
+    let dimension = match args.vary {
+        Vary::Width => Dimension::Width,
+        Vary::Batch => Dimension::Batch,
+        Vary::Context => Dimension::Context,
+    };
+    let bounds = Bounds::new(
+        positive_integer("--from", &args.from, MAX_VALUE)?,
+        positive_integer("--to", &args.to, MAX_VALUE)?,
+        positive_integer("--resolution", &args.resolution, MAX_VALUE)?,
+    )?;
+    let varied = |d: Dimension| dimension == d;
+    let batch = fixed(
+        "--batch",
+        args.batch.as_deref(),
+        "1",
+        varied(Dimension::Batch),
+    )?;
+    let context = fixed(
+        "--context",
+        args.context.as_deref(),
+        "16",
+        varied(Dimension::Context),
+    )?;
+    let width = fixed(
+        "--width",
+        args.width.as_deref(),
+        "64",
+        varied(Dimension::Width),
+    )?;
+    // Checked by `lab measure`'s own validator, with the varied dimension at its largest value,
+    // so that every point's flags are valid before anything runs.
+    let to = bounds.to.to_string();
+    let pick = |d: Dimension, text: &'_ str| {
+        if varied(d) {
+            to.clone()
+        } else {
+            text.to_owned()
+        }
+    };
+    let checked = Configuration::from_flags(
+        &args.device,
+        &pick(Dimension::Batch, batch),
+        &pick(Dimension::Context, context),
+        &pick(Dimension::Width, width),
+        &args.dtype,
+        &args.warmup,
+        &args.repeats,
+        &args.seed,
+    )?;
+    let flags = MeasureFlags {
+        device: checked.device.clone(),
+        batch: checked.batch,
+        context: checked.context,
+        width: checked.width,
+        dtype: checked.dtype.name().to_owned(),
+        warmup: checked.warmup,
+        repeats: checked.repeats,
+        seed: Some(checked.seed),
+        worker: args.worker.clone(),
+    };
+    let program = match &args.measure_program {
+        Some(program) => program.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| Error::runtime(format!("cannot locate the lab executable: {e}")))?,
+    };
+    create_new_dir(&args.output_dir)?;
+
+    // One handler per process; a failure to install it only loses the clean stop.
+    if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
+        eprintln!("lab: warning: Ctrl-C will not stop the sweep cleanly: {e}");
+    }
+
+    let mut runner = ProcessRunner {
+        program,
+        flags: flags.clone(),
+        dimension,
+        output_dir: args.output_dir.clone(),
+    };
+    let progress = ProgressBar::new_spinner();
+    progress.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    progress.enable_steady_tick(Duration::from_millis(200));
+    let mut last = String::from("no point finished yet");
+    let result = run_sweep(
+        dimension,
+        bounds,
+        &mut runner,
+        &STOP,
+        &mut |event| match event {
+            Event::Starting { step, value } => {
+                progress.set_message(format!("point {step}: {dimension}={value} | {last}"));
+            }
+            Event::Finished(point) => {
+                last = match &point.outcome {
+                    PointOutcome::Fitted(f) => format!(
+                        "{dimension}={} fitted, peak reserved {} GiB ({} % of the device)",
+                        point.value,
+                        gib(f.peak_reserved_bytes, 2),
+                        percent(f.peak_reserved_share())
+                    ),
+                    PointOutcome::OutOfMemory { .. } => {
+                        format!("{dimension}={} out of memory", point.value)
+                    }
+                };
+                let line = format!("  step {}: {last}", point.step);
+                // Without a terminal the bar is hidden (and so are its printed lines): log plainly.
+                if progress.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    progress.println(line);
+                }
+            }
+        },
+    );
+    progress.finish_and_clear();
+
+    if result.points.is_empty() {
+        // Nothing was measured: leave no empty folder behind (remove_dir only removes an
+        // empty one).
+        let _ = std::fs::remove_dir(&args.output_dir);
+        return match result.end {
+            SweepEnd::Failed { message, exit_code } => Err(if exit_code == 2 {
+                Error::usage(message)
+            } else {
+                Error::runtime(message)
+            }),
+            SweepEnd::Interrupted => Err(Error::runtime("sweep interrupted before any point")),
+            SweepEnd::Completed => Err(Error::runtime("sweep measured no point")),
+        };
+    }
+
+    let summary_path = args.output_dir.join("summary.csv");
+    let summary = lab::sweep::summary_csv(&result, &flags)?;
+    write_new_file(&summary_path, &summary)?;
+
+    if args.json {
+        print_json(&json_summary(
+            &result,
+            &flags,
+            &args.output_dir,
+            &summary_path,
+        ))?;
+    } else {
+        emit(&[text_summary(&result, &flags, &summary_path)
+            .trim_end()
+            .to_owned()])?;
+    }
+
+    match result.end {
+        SweepEnd::Completed => Ok(()),
+        SweepEnd::Interrupted => Err(Error::runtime(format!(
+            "sweep interrupted by Ctrl-C; the {} finished points are kept in {}",
+            result.points.len(),
+            args.output_dir.display()
+        ))),
+        SweepEnd::Failed { message, exit_code } => {
+            let message = format!(
+                "sweep stopped: {message} (the {} finished points are kept in {})",
+                result.points.len(),
+                args.output_dir.display()
+            );
+            Err(if exit_code == 2 {
+                Error::usage(message)
+            } else {
+                Error::runtime(message)
+            })
+        }
+    }
+}
+
+fn create_new_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            Error::usage(format!(
+                "{} already exists; --output-dir must be a new folder (lab never overwrites)",
+                dir.display()
+            ))
+        } else {
+            Error::usage(format!("cannot create {}: {e}", dir.display()))
+        }
+    })
+}
+
+/// A share (0.5 = half) as a percentage with 2 decimals, half-to-even.
+fn percent(share: Decimal) -> Decimal {
+    let mut value = (share * Decimal::ONE_HUNDRED)
+        .round_dp_with_strategy(2, RoundingStrategy::MidpointNearestEven);
+    value.rescale(2);
+    value
+}
+
+fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> String {
+    use std::fmt::Write as _;
+    let d = result.dimension;
+    let mut out = String::new();
+    let fixed: Vec<String> = [
+        (Dimension::Batch, "batch", flags.batch),
+        (Dimension::Context, "context", flags.context),
+        (Dimension::Width, "width", flags.width),
+    ]
+    .iter()
+    .filter(|(dim, _, _)| *dim != d)
+    .map(|(_, name, value)| format!("{name} {value}"))
+    .collect();
+    let _ = writeln!(
+        out,
+        "sweep of {d} from {} to {} on {} ({}, {}, warmup {}, repeats {})",
+        result.bounds.from,
+        result.bounds.to,
+        flags.device,
+        fixed.join(", "),
+        flags.dtype,
+        flags.warmup,
+        flags.repeats
+    );
+    let header = [
+        "step",
+        d.as_str(),
+        "status",
+        "peak alloc MiB",
+        "peak res MiB",
+        "res % of device",
+        "warm fwd ms",
+    ];
+    let rows: Vec<[String; 7]> = result
+        .points_by_value()
+        .into_iter()
+        .map(|p| match &p.outcome {
+            PointOutcome::Fitted(f) => [
+                p.step.to_string(),
+                p.value.to_string(),
+                "fitted".to_string(),
+                mib(f.peak_allocated_bytes, 2).to_string(),
+                mib(f.peak_reserved_bytes, 2).to_string(),
+                percent(f.peak_reserved_share()).to_string(),
+                f.warm_forward_median_wall_seconds
+                    .map_or_else(|| "-".to_string(), |s| format!("{:.3}", s * 1e3)),
+            ],
+            PointOutcome::OutOfMemory { .. } => [
+                p.step.to_string(),
+                p.value.to_string(),
+                "out of memory".to_string(),
+                "-".to_string(),
+                "-".to_string(),
+                "-".to_string(),
+                "-".to_string(),
+            ],
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: &[&str]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i == 2 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let _ = writeln!(out, "  {}", line(&header));
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "  {}", line(&cells));
+    }
+    match result.largest_fitted() {
+        Some((point, f)) => {
+            let _ = writeln!(
+                out,
+                "largest {d} that fitted: {} (peak reserved {} GiB = {} % of the device's {} GiB)",
+                point.value,
+                gib(f.peak_reserved_bytes, 2),
+                percent(f.peak_reserved_share()),
+                gib(f.total_memory_bytes, 2)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "no {d} fitted (not even --from {})",
+                result.bounds.from
+            );
+        }
+    }
+    match result.smallest_out_of_memory() {
+        Some(v) => {
+            let _ = writeln!(out, "smallest {d} that ran out of memory: {v}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "no point ran out of memory up to --to {}",
+                result.bounds.to
+            );
+        }
+    }
+    let _ = writeln!(out, "summary: {}", summary.display());
+    out
+}
+
+fn json_summary(
+    result: &SweepResult,
+    flags: &MeasureFlags,
+    dir: &Path,
+    summary: &Path,
+) -> serde_json::Value {
+    let largest = result.largest_fitted().map(|(point, f)| {
+        serde_json::json!({
+            "value": point.value,
+            "file": f.file,
+            "peak_allocated_bytes": f.peak_allocated_bytes,
+            "peak_reserved_bytes": f.peak_reserved_bytes,
+            "total_memory_bytes": f.total_memory_bytes,
+            "peak_reserved_share": f.peak_reserved_share().to_string(),
+        })
+    });
+    let points: Vec<_> = result.points_by_value().into_iter().collect();
+    serde_json::json!({
+        "dimension": result.dimension,
+        "bounds": result.bounds,
+        "flags": flags,
+        "end": result.end,
+        "output_dir": dir,
+        "summary_csv": summary,
+        "points": points,
+        "largest_fitted": largest,
+        "smallest_out_of_memory": result.smallest_out_of_memory(),
+    })
+}

@@ -1,0 +1,433 @@
+//! Recording one real run in the results grid `resultats-bruts.csv`, append-only.
+//!
+//! The grid is a log (see the kit's `protocole-qualite.md`): rows are never edited or removed.
+//! [`append_run`] checks the grid (exactly the kit's header, well-formed rows), refuses a
+//! measurement file already recorded (same SHA-256) and a `run_id` already used, then appends
+//! one row.
+//!
+//! Why append rather than copy-to-temp + rename: a rename replaces the file, so a row another
+//! program appended between our read and our rename would be lost, and the existing rows would
+//! be rewritten (a crash mid-copy could even truncate them in the copy). Appending never
+//! touches the existing bytes. To make it safe:
+//! - the file is opened once in append mode and locked exclusively (`File::lock`, an advisory
+//!   lock that concurrent `lab record` runs respect) while it is read, checked and appended
+//!   to, so the duplicate checks and the append see the same content;
+//! - the whole row (with a leading newline if the file lacked a final one) is written with a
+//!   single `write_all` on an `O_APPEND` descriptor, then `sync_all`;
+//! - if that write fails (disk full), the file is cut back to its exact previous length, which
+//!   removes only the partial row: the existing rows are never rewritten.
+
+use crate::catalog::Catalog;
+use crate::report::{read_measurement, LoadedMeasurement};
+use crate::{Error, Result};
+use serde::Serialize;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// The empty results grid shipped in the kit; its first line is the only header accepted.
+pub const KIT_GRID: &str = include_str!("../../dist/resultats-bruts.csv");
+
+/// Largest grid `lab record` reads (a grid holds one short line per run).
+pub const MAX_GRID_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The kit's header columns, in order.
+pub fn kit_header() -> Vec<&'static str> {
+    KIT_GRID
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('\u{feff}')
+        .trim_end_matches('\r')
+        .split(',')
+        .collect()
+}
+
+/// The outcomes the protocol defines for a run.
+pub const OUTCOMES: [&str; 4] = ["completed", "failed", "interrupted", "rejected"];
+
+/// What the user gives for one run; everything optional is an empty cell when absent.
+#[derive(Debug, Clone, Default)]
+pub struct RunInput<'a> {
+    /// `run_id`; `None` -> `run-N`, N = rows already in the grid + 1.
+    pub run_id: Option<&'a str>,
+    /// `date_utc` (`YYYY-MM-DDTHH:MM:SSZ`); `None` -> now.
+    pub date_utc: Option<&'a str>,
+    /// The measurement file of the run, if it produced one.
+    pub measurement: Option<&'a Path>,
+    /// GPU id of the package (must be in the catalog).
+    pub gpu: &'a str,
+    /// Package duration (3, 7, 30).
+    pub days: u32,
+    /// Lots bought (at least 1).
+    pub lots: u64,
+    /// Name of the quality metric.
+    pub quality_metric: Option<&'a str>,
+    /// Acceptance threshold fixed beforehand, e.g. `>=0.92`.
+    pub threshold: Option<&'a str>,
+    /// Observed value.
+    pub observed: Option<&'a str>,
+    /// Distinct accepted units of this run (0 allowed: a run may accept none).
+    pub accepted_results: Option<u64>,
+    /// One of [`OUTCOMES`].
+    pub outcome: &'a str,
+    /// Free text.
+    pub notes: Option<&'a str>,
+}
+
+/// The row appended, column by column, and where.
+#[derive(Debug, Clone, Serialize)]
+pub struct Appended {
+    /// The grid file.
+    pub grid: String,
+    /// 1-based line number of the new row (the header is line 1).
+    pub line: u64,
+    /// The row as (column, value) pairs in header order.
+    pub row: serde_json::Map<String, serde_json::Value>,
+}
+
+fn check_text(flag: &str, value: &str) -> Result<()> {
+    if value.chars().any(char::is_control) {
+        return Err(Error::usage(format!(
+            "{flag} must be one line of text without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks `YYYY-MM-DDTHH:MM:SSZ` with plausible ranges.
+pub fn check_date_utc(text: &str) -> Result<()> {
+    let b = text.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let s = text.get(r)?;
+        if s.bytes().all(|c| c.is_ascii_digit()) {
+            s.parse().ok()
+        } else {
+            None
+        }
+    };
+    let shape = b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z';
+    let ok = shape
+        && digits(0..4).is_some()
+        && digits(5..7).is_some_and(|m| (1..=12).contains(&m))
+        && digits(8..10).is_some_and(|d| (1..=31).contains(&d))
+        && digits(11..13).is_some_and(|h| h <= 23)
+        && digits(14..16).is_some_and(|m| m <= 59)
+        && digits(17..19).is_some_and(|s| s <= 60);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "--date-utc must look like 2026-10-02T14:05:00Z (UTC), got '{text}'"
+        )))
+    }
+}
+
+/// Validates `input` (catalog, measurement, texts), then appends one row to the grid at
+/// `grid` as described in the module documentation.
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2, nothing written) for: a GPU not in the catalog, a bad duration or
+/// lot count, an unreadable or invalid measurement file, a grid that is missing, not UTF-8,
+/// whose header is not the kit's or whose rows are malformed, a measurement already recorded,
+/// a `run_id` already used, bad text. [`Error::Runtime`] (exit 1) when the append itself
+/// fails (the grid is then left exactly as it was).
+pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Result<Appended> {
+    crate::pricing::quote(catalog, input.gpu, input.days, input.lots, None)?;
+    if !OUTCOMES.contains(&input.outcome) {
+        return Err(Error::usage(format!(
+            "--outcome must be one of {}, got '{}'",
+            OUTCOMES.join(", "),
+            input.outcome
+        )));
+    }
+    for (flag, value) in [
+        ("--run-id", input.run_id),
+        ("--quality-metric", input.quality_metric),
+        ("--threshold", input.threshold),
+        ("--observed", input.observed),
+        ("--notes", input.notes),
+    ] {
+        if let Some(value) = value {
+            check_text(flag, value)?;
+        }
+    }
+    if input.run_id.is_some_and(|r| r.trim().is_empty()) {
+        return Err(Error::usage("--run-id must not be empty"));
+    }
+    if let Some(date) = input.date_utc {
+        check_date_utc(date)?;
+    }
+    let measurement: Option<LoadedMeasurement> =
+        input.measurement.map(read_measurement).transpose()?;
+
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(grid)
+        .map_err(|e| Error::usage(format!("cannot open the grid {}: {e}", grid.display())))?;
+    file.lock()
+        .map_err(|e| Error::runtime(format!("cannot lock {}: {e}", grid.display())))?;
+    let original_len = file
+        .metadata()
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?
+        .len();
+    if original_len > MAX_GRID_BYTES {
+        return Err(Error::usage(format!(
+            "{} is larger than {MAX_GRID_BYTES} bytes; not a results grid",
+            grid.display()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(original_len).unwrap_or(0));
+    file.seek(SeekFrom::Start(0))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?;
+
+    let state = check_grid(grid, &bytes)?;
+    if let Some(m) = &measurement {
+        if let Some(line) = state.line_of_sha256(&m.sha256) {
+            return Err(Error::usage(format!(
+                "{} (sha256 {}) is already recorded on line {line} of {}; a run is recorded once",
+                m.path.display(),
+                m.sha256,
+                grid.display()
+            )));
+        }
+    }
+    let run_id = match input.run_id {
+        Some(id) => id.to_string(),
+        None => format!("run-{}", state.rows.len() + 1),
+    };
+    if let Some(line) = state.line_of_run_id(&run_id) {
+        return Err(Error::usage(format!(
+            "run_id '{run_id}' is already used on line {line} of {}; give another --run-id",
+            grid.display()
+        )));
+    }
+
+    let date_utc = input
+        .date_utc
+        .map_or_else(crate::measure::utc_now, str::to_string);
+    let values: Vec<String> = vec![
+        run_id,
+        date_utc,
+        measurement
+            .as_ref()
+            .map(LoadedMeasurement::file_name)
+            .unwrap_or_default(),
+        measurement
+            .as_ref()
+            .map(|m| m.sha256.clone())
+            .unwrap_or_default(),
+        input.gpu.to_string(),
+        input.days.to_string(),
+        input.lots.to_string(),
+        input.quality_metric.unwrap_or_default().to_string(),
+        input.threshold.unwrap_or_default().to_string(),
+        input.observed.unwrap_or_default().to_string(),
+        input
+            .accepted_results
+            .map(|k| k.to_string())
+            .unwrap_or_default(),
+        input.outcome.to_string(),
+        input.notes.unwrap_or_default().to_string(),
+    ];
+    let header = kit_header();
+    debug_assert_eq!(header.len(), values.len());
+
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(if state.crlf {
+            csv::Terminator::CRLF
+        } else {
+            csv::Terminator::Any(b'\n')
+        })
+        .from_writer(Vec::new());
+    writer
+        .write_record(&values)
+        .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))?;
+    let encoded = writer
+        .into_inner()
+        .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))?;
+    let mut chunk = Vec::with_capacity(encoded.len() + 2);
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        chunk.extend_from_slice(if state.crlf { b"\r\n" } else { b"\n" });
+    }
+    chunk.extend_from_slice(&encoded);
+
+    if let Err(e) = file.write_all(&chunk).and_then(|()| file.sync_all()) {
+        // Remove only what this call may have added; the existing rows stay byte-identical.
+        let _ = file.set_len(original_len);
+        let _ = file.sync_all();
+        return Err(Error::runtime(format!(
+            "cannot append to {}: {e}; the grid was left as it was",
+            grid.display()
+        )));
+    }
+    let _ = file.unlock();
+
+    let row = header
+        .iter()
+        .zip(&values)
+        .map(|(k, v)| {
+            let value = match (*k, v.is_empty()) {
+                (_, true) => serde_json::Value::Null,
+                ("days" | "lots" | "accepted_results", false) => v
+                    .parse::<u64>()
+                    .map_or_else(|_| v.clone().into(), serde_json::Value::from),
+                _ => v.clone().into(),
+            };
+            (k.to_string(), value)
+        })
+        .collect();
+    Ok(Appended {
+        grid: grid.display().to_string(),
+        line: state.lines + 1,
+        row,
+    })
+}
+
+/// What [`check_grid`] learnt about a grid.
+#[derive(Debug)]
+struct GridState {
+    /// Data rows, each with its 1-based line number.
+    rows: Vec<(u64, csv::StringRecord)>,
+    /// Lines in the file (header included).
+    lines: u64,
+    /// Whether the header line ends with CRLF (the new row follows suit).
+    crlf: bool,
+}
+
+impl GridState {
+    fn column(name: &str) -> usize {
+        kit_header().iter().position(|h| *h == name).unwrap_or(0)
+    }
+
+    fn line_of_sha256(&self, sha256: &str) -> Option<u64> {
+        let column = Self::column("measurement_sha256");
+        self.rows
+            .iter()
+            .find(|(_, r)| {
+                r.get(column)
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case(sha256))
+            })
+            .map(|(line, _)| *line)
+    }
+
+    fn line_of_run_id(&self, run_id: &str) -> Option<u64> {
+        let column = Self::column("run_id");
+        self.rows
+            .iter()
+            .find(|(_, r)| r.get(column) == Some(run_id))
+            .map(|(line, _)| *line)
+    }
+}
+
+/// Checks that `bytes` are a results grid with exactly the kit's header and rows of the same
+/// width.
+fn check_grid(grid: &Path, bytes: &[u8]) -> Result<GridState> {
+    let name = grid.display();
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Error::usage(format!("{name} is not UTF-8 text: {e}")))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let expected = kit_header();
+    let header_line = text.lines().next().unwrap_or_default();
+    let crlf = text
+        .split_once('\n')
+        .is_some_and(|(first, _)| first.ends_with('\r'));
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let mut records = reader.records();
+    let header = match records.next() {
+        Some(Ok(header)) => header,
+        _ => {
+            return Err(Error::usage(format!(
+                "{name} has no header; expected the kit's: {}",
+                expected.join(",")
+            )))
+        }
+    };
+    if header.iter().ne(expected.iter().copied()) {
+        return Err(Error::usage(format!(
+            "{name}: header is not the kit's results grid header (got '{}', expected '{}')",
+            header_line.trim_end_matches('\r'),
+            expected.join(",")
+        )));
+    }
+    let mut rows = Vec::new();
+    for record in records {
+        let record = record.map_err(|e| Error::usage(format!("{name}: not valid CSV: {e}")))?;
+        let line = record.position().map_or(0, |p| p.line());
+        if record.len() != expected.len() {
+            return Err(Error::usage(format!(
+                "{name}: line {line} has {} fields, the header {}; fix the grid by hand first",
+                record.len(),
+                expected.len()
+            )));
+        }
+        rows.push((line, record));
+    }
+    let lines = text.lines().count() as u64;
+    Ok(GridState { rows, lines, crlf })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kit_header_is_the_grid_header() {
+        let header = kit_header();
+        assert_eq!(header.first(), Some(&"run_id"));
+        assert!(header.contains(&"measurement_sha256"));
+        assert!(header.contains(&"accepted_results"));
+        assert_eq!(header.len(), 13);
+    }
+
+    #[test]
+    fn dates() {
+        assert!(check_date_utc("2026-10-02T14:05:00Z").is_ok());
+        for bad in [
+            "2026-10-02 14:05:00Z",
+            "2026-13-02T14:05:00Z",
+            "2026-10-02T24:05:00Z",
+            "2026-10-02T14:05:00",
+            "2026-10-02T14:05:00+00:00",
+            "",
+            "２026-10-02T14:05:00Z",
+        ] {
+            assert!(check_date_utc(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn grid_checks() {
+        let p = Path::new("g.csv");
+        let ok = check_grid(p, KIT_GRID.as_bytes()).unwrap();
+        assert!(ok.rows.is_empty());
+        assert_eq!(ok.lines, 1);
+        assert!(!ok.crlf);
+        let crlf = KIT_GRID.replace('\n', "\r\n");
+        assert!(check_grid(p, crlf.as_bytes()).unwrap().crlf);
+        let bom = format!("\u{feff}{KIT_GRID}");
+        assert!(check_grid(p, bom.as_bytes()).is_ok());
+        let renamed = KIT_GRID.replace("observed", "obs");
+        assert!(check_grid(p, renamed.as_bytes())
+            .unwrap_err()
+            .to_string()
+            .contains("header"));
+        let short = format!("{KIT_GRID}a,b\n");
+        assert!(check_grid(p, short.as_bytes())
+            .unwrap_err()
+            .to_string()
+            .contains("line 2 has 2 fields"));
+        assert!(check_grid(p, b"").is_err());
+        assert!(check_grid(p, b"\xff\xfe").is_err());
+    }
+}

@@ -1,0 +1,311 @@
+//! `lab record` through the binary: append-only rows, duplicate and header refusals.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+/// The kit's empty grid, byte for byte.
+fn kit_grid() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dist/resultats-bruts.csv"
+    ))
+    .unwrap()
+}
+
+/// A valid measurement document; `seed` makes its bytes (and hash) differ.
+fn measurement(dir: &Path, name: &str, seed: u64) -> PathBuf {
+    let row = |phase: &str, rep: &str| {
+        format!(
+            r#"{{"phase":"{phase}","repetition":{rep},"forward_passes":1,"wall_seconds":0.001,
+"gpu_seconds":null,"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,
+"end_allocated_bytes":0,"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0}}"#
+        )
+    };
+    let phases = [
+        row("model_load", "null"),
+        row("inputs", "null"),
+        row("cold_forward", "null"),
+        row("warmup", "null"),
+        row("warm_forward", "1"),
+    ]
+    .join(",");
+    let text = format!(
+        r#"{{"schema":"iteragpu-lab/measurement/v1",
+"tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"python"}},
+"created_utc":"2026-11-30T10:00:00Z",
+"environment":{{"runtime":{{"language":"Python","version":"3.12"}},"torch_version":"2.11.0",
+"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA H200",
+"compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,
+"device_count":1,"tf32_matmul_allowed":false}},
+"configuration":{{"device":"cuda:0","batch":1,"context":16,"width":64,"dtype":"float32",
+"warmup":1,"repeats":1,"seed":{seed}}},
+"synthetic_model":{{"architecture":"MLP","width":64,"hidden":256,"parameters":33088,
+"dtype_bytes":4,"parameter_bytes":132352,"input_bytes":4096,"output_bytes":4096,
+"flops_per_forward":1048576}},
+"phases":[{phases}]}}"#
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn sha256(path: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+fn record(grid: &Path, extra: &[&str]) -> std::process::Output {
+    lab()
+        .arg("record")
+        .arg("--results")
+        .arg(grid)
+        .args(["--gpu", "b200", "--days", "7", "--lots", "2"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn usage_error(output: &std::process::Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("resultats-bruts.csv");
+    std::fs::write(&grid, kit_grid()).unwrap();
+    (dir, grid)
+}
+
+#[test]
+fn appends_rows_and_never_rewrites() {
+    let (dir, grid) = setup();
+    let m1 = measurement(dir.path(), "run1.json", 1);
+    let m1_arg = m1.to_str().unwrap();
+    let output = record(
+        &grid,
+        &[
+            "--measurement",
+            m1_arg,
+            "--date-utc",
+            "2026-10-02T14:05:00Z",
+            "--quality-metric",
+            "exact match",
+            "--threshold",
+            ">=0.92",
+            "--observed",
+            "0.95",
+            "--accepted-results",
+            "120",
+            "--notes",
+            "first, with a comma",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("recorded run run-1 on line 2"), "{stdout}");
+    let after_first = std::fs::read_to_string(&grid).unwrap();
+    let expected_row = format!(
+        "run-1,2026-10-02T14:05:00Z,run1.json,{},b200,7,2,exact match,>=0.92,0.95,120,completed,\"first, with a comma\"\n",
+        sha256(&m1)
+    );
+    assert_eq!(after_first, format!("{}{expected_row}", kit_grid()));
+
+    // a failed run without a measurement, as JSON
+    let output = record(
+        &grid,
+        &[
+            "--outcome",
+            "failed",
+            "--accepted-results",
+            "0",
+            "--run-id",
+            "2026-10-03-a",
+            "--json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["line"], 3);
+    assert_eq!(v["row"]["run_id"], "2026-10-03-a");
+    assert_eq!(v["row"]["measurement_file"], Value::Null);
+    assert_eq!(v["row"]["accepted_results"], 0);
+    assert_eq!(v["row"]["days"], 7);
+    assert_eq!(v["row"]["outcome"], "failed");
+    let after_second = std::fs::read_to_string(&grid).unwrap();
+    assert!(
+        after_second.starts_with(&after_first),
+        "existing rows changed"
+    );
+    assert_eq!(after_second.lines().count(), 3);
+    let date = v["row"]["date_utc"].as_str().unwrap();
+    assert_eq!(date.len(), 20);
+    assert!(date.ends_with('Z'));
+
+    // the grid still parses with the kit's header and 13 fields per row
+    let mut reader = csv::Reader::from_path(&grid).unwrap();
+    assert_eq!(
+        reader
+            .records()
+            .map(|r| r.unwrap().len())
+            .collect::<Vec<_>>(),
+        vec![13, 13]
+    );
+}
+
+#[test]
+fn same_measurement_twice_is_refused() {
+    let (dir, grid) = setup();
+    let m = measurement(dir.path(), "run.json", 1);
+    assert!(record(&grid, &["--measurement", m.to_str().unwrap()])
+        .status
+        .success());
+    let before = std::fs::read(&grid).unwrap();
+    // the same bytes under another name are the same measurement
+    let copy = dir.path().join("copy.json");
+    std::fs::copy(&m, &copy).unwrap();
+    let output = record(&grid, &["--measurement", copy.to_str().unwrap()]);
+    usage_error(&output, "already recorded on line 2");
+    assert_eq!(std::fs::read(&grid).unwrap(), before);
+}
+
+#[test]
+fn run_id_is_unique() {
+    let (dir, grid) = setup();
+    let a = measurement(dir.path(), "a.json", 1);
+    let b = measurement(dir.path(), "b.json", 2);
+    assert!(record(
+        &grid,
+        &["--measurement", a.to_str().unwrap(), "--run-id", "x"]
+    )
+    .status
+    .success());
+    let before = std::fs::read(&grid).unwrap();
+    let output = record(
+        &grid,
+        &["--measurement", b.to_str().unwrap(), "--run-id", "x"],
+    );
+    usage_error(&output, "run_id 'x' is already used on line 2");
+    assert_eq!(std::fs::read(&grid).unwrap(), before);
+}
+
+#[test]
+fn a_grid_that_is_not_the_kits_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = measurement(dir.path(), "m.json", 1);
+    let m = m.to_str().unwrap();
+    let cases = [
+        ("renamed.csv", kit_grid().replace("observed", "observation")),
+        ("reordered.csv", kit_grid().replace("gpu,days", "days,gpu")),
+        ("semicolon.csv", kit_grid().replace(',', ";")),
+        ("extra.csv", kit_grid().replace("notes", "notes,extra")),
+        ("empty.csv", String::new()),
+        ("short-row.csv", format!("{}a,b,c\n", kit_grid())),
+    ];
+    for (name, content) in cases {
+        let grid = dir.path().join(name);
+        std::fs::write(&grid, &content).unwrap();
+        let output = record(&grid, &["--measurement", m]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(&grid).unwrap(),
+            content,
+            "{name} changed"
+        );
+    }
+    usage_error(
+        &record(&dir.path().join("missing.csv"), &["--measurement", m]),
+        "cannot open the grid",
+    );
+    assert!(!dir.path().join("missing.csv").exists());
+}
+
+#[test]
+fn crlf_bom_and_missing_final_newline_are_kept() {
+    let (dir, grid) = setup();
+    let crlf = format!("\u{feff}{}", kit_grid().replace('\n', "\r\n"));
+    std::fs::write(&grid, &crlf).unwrap();
+    assert!(record(&grid, &["--run-id", "a"]).status.success());
+    let text = std::fs::read_to_string(&grid).unwrap();
+    assert!(text.starts_with(&crlf));
+    assert!(text.ends_with(",completed,\r\n"), "{text:?}");
+
+    let no_newline = dir.path().join("no-newline.csv");
+    std::fs::write(&no_newline, kit_grid().trim_end()).unwrap();
+    assert!(record(&no_newline, &["--run-id", "b"]).status.success());
+    let text = std::fs::read_to_string(&no_newline).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    assert!(text.starts_with(kit_grid().trim_end()));
+    assert!(text.lines().nth(1).unwrap().starts_with("b,"));
+}
+
+#[test]
+fn bad_input_is_refused_before_writing() {
+    let (dir, grid) = setup();
+    let m = measurement(dir.path(), "m.json", 1);
+    let m = m.to_str().unwrap();
+    let not_measurement = dir.path().join("notes.json");
+    std::fs::write(&not_measurement, "{}").unwrap();
+    let before = std::fs::read(&grid).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--gpu", "z100"], "unknown GPU 'z100'"),
+        (vec!["--days", "5"], "3, 7, 30"),
+        (vec!["--lots", "0"], "--lots"),
+        (vec!["--accepted-results", "-1"], "--accepted-results"),
+        (vec!["--accepted-results", "2.5"], "--accepted-results"),
+        (vec!["--outcome", "great"], "--outcome must be one of"),
+        (vec!["--date-utc", "yesterday"], "--date-utc"),
+        (vec!["--notes", "two\nlines"], "--notes"),
+        (vec!["--run-id", " "], "--run-id"),
+        (vec!["--measurement", "/nonexistent/m.json"], "m.json"),
+        (
+            vec!["--measurement", not_measurement.to_str().unwrap()],
+            "not a measurement document",
+        ),
+    ];
+    for (args, needle) in cases {
+        // defaults for the flags a case does not set
+        let mut full: Vec<&str> = Vec::new();
+        for (flag, default) in [
+            ("--gpu", "b200"),
+            ("--days", "7"),
+            ("--lots", "1"),
+            ("--measurement", m),
+        ] {
+            if !args.contains(&flag) {
+                full.extend([flag, default]);
+            }
+        }
+        full.extend(&args);
+        let output = lab()
+            .arg("record")
+            .arg("--results")
+            .arg(&grid)
+            .args(&full)
+            .output()
+            .unwrap();
+        usage_error(&output, needle);
+        assert_eq!(std::fs::read(&grid).unwrap(), before, "{args:?} wrote");
+    }
+}

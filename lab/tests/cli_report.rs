@@ -1,0 +1,226 @@
+//! `lab report` through the binary: tables, Markdown, JSON, the SVG file and the errors.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+/// One phase row; `base`, `end`, `peak` are allocated bytes; reserved is 2 MiB throughout.
+fn row(phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64) -> String {
+    format!(
+        r#"{{"phase":"{phase}","repetition":{},"forward_passes":{passes},"wall_seconds":0.00{},
+"gpu_seconds":0.0005,"baseline_allocated_bytes":{base},"baseline_reserved_bytes":2097152,
+"end_allocated_bytes":{end},"end_reserved_bytes":2097152,"peak_allocated_bytes":{peak},
+"peak_reserved_bytes":2097152}}"#,
+        rep.map_or("null".to_string(), |r| r.to_string()),
+        rep.unwrap_or(0) + 1
+    )
+}
+
+/// A `lab measure`-shaped document for batch 1, context 16, width 64.
+fn document(dtype: &str, implementation: &str) -> String {
+    let bytes = if dtype == "float32" { 4 } else { 2 };
+    let p = 33_088 * bytes;
+    let input = 16 * 64 * bytes;
+    let phases = [
+        row("model_load", None, 0, 0, p, p),
+        row("inputs", None, 0, p, p + input, p + input),
+        row(
+            "cold_forward",
+            None,
+            1,
+            p + input,
+            p + 2 * input,
+            p + 9 * input,
+        ),
+        row("warmup", None, 1, p + input, p + 2 * input, p + 9 * input),
+        row(
+            "warm_forward",
+            Some(1),
+            1,
+            p + input,
+            p + 2 * input,
+            p + 9 * input,
+        ),
+        row(
+            "warm_forward",
+            Some(2),
+            1,
+            p + input,
+            p + 2 * input,
+            p + 9 * input,
+        ),
+    ]
+    .join(",");
+    format!(
+        r#"{{"schema":"iteragpu-lab/measurement/v1",
+"tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"{implementation}"}},
+"created_utc":"2026-11-30T10:00:00Z",
+"environment":{{"runtime":{{"language":"Rust","version":"1.95"}},"torch_version":"2.11.0",
+"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA H200",
+"compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,
+"device_count":1,"tf32_matmul_allowed":false}},
+"configuration":{{"device":"cuda:0","batch":1,"context":16,"width":64,"dtype":"{dtype}",
+"warmup":1,"repeats":2,"seed":0}},
+"synthetic_model":{{"architecture":"MLP","width":64,"hidden":256,"parameters":33088,
+"dtype_bytes":{bytes},"parameter_bytes":{p},"input_bytes":{input},"output_bytes":{input},
+"flops_per_forward":1048576}},
+"phases":[{phases}]}}"#
+    )
+}
+
+fn files(dir: &Path) -> (PathBuf, PathBuf) {
+    let a = dir.join("small-float32.json");
+    let b = dir.join("small-bfloat16.json");
+    std::fs::write(&a, document("float32", "rust")).unwrap();
+    std::fs::write(&b, document("bfloat16", "python")).unwrap();
+    (a, b)
+}
+
+fn usage_error(cmd: &mut Command, needle: &str) {
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
+}
+
+#[test]
+fn text_tables_per_phase_with_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = files(dir.path());
+    let output = lab().arg("report").arg(&a).arg(&b).output().unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("[1] small-float32.json — rust float32 b1 c16 w64 on NVIDIA H200"));
+    assert!(text.contains("[2] small-bfloat16.json — python bfloat16 b1 c16 w64"));
+    for phase in [
+        "model_load",
+        "inputs",
+        "cold_forward",
+        "warmup",
+        "warm_forward",
+    ] {
+        assert!(text.contains(&format!("\n{phase}\n")), "{phase}");
+    }
+    assert!(text.contains("pred peak alloc"));
+    // float32 cold forward: baseline 0.130 MiB (weights + input), predicted end = baseline +
+    // one 4096-byte output = 0.134 MiB, predicted peak = baseline + two 16384-byte hidden
+    // activations = 0.161 MiB
+    let cold = text.split("\ncold_forward\n").nth(1).unwrap();
+    let first = cold.lines().nth(1).unwrap();
+    assert!(first.starts_with("  [1]"), "{first}");
+    assert!(
+        first.contains("0.134") && first.contains("0.161"),
+        "{first}"
+    );
+}
+
+#[test]
+fn markdown_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = files(dir.path());
+    let md = lab()
+        .args(["report", "--markdown"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    let md = String::from_utf8(md.stdout).unwrap();
+    assert!(md.starts_with("## Measurement report"));
+    assert!(md.contains("### `warm_forward`"));
+    assert!(md.contains("| [2] | 2 |"));
+
+    let output = lab()
+        .args(["report", "--json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["files"].as_array().unwrap().len(), 2);
+    assert_eq!(v["files"][0]["file"], "small-float32.json");
+    assert_eq!(v["files"][0]["sha256"].as_str().unwrap().len(), 64);
+    let load = &v["phases"][0];
+    assert_eq!(load["phase"], "model_load");
+    assert_eq!(load["rows"][0]["peak_allocated_bytes"], 132_352);
+    // four tensors each rounded up to 512 bytes: the 256-byte second bias takes 512
+    assert_eq!(load["rows"][0]["predicted_peak_allocated_bytes"], 132_608);
+    assert_eq!(
+        load["rows"][0]["peak_allocated_minus_predicted_bytes"],
+        -256
+    );
+    let warm = &v["phases"][4];
+    assert_eq!(warm["rows"].as_array().unwrap().len(), 4);
+    assert_eq!(warm["rows"][1]["repetition"], 2);
+}
+
+#[test]
+fn svg_is_written_once_and_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = files(dir.path());
+    let svg = dir.path().join("chart.svg");
+    let output = lab()
+        .arg("report")
+        .arg(&a)
+        .arg(&b)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let drawing = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawing.starts_with("<svg"));
+    assert!(drawing.contains("cold_forward"));
+    assert!(drawing.contains("python bfloat16 b1 c16 w64"));
+    assert!(drawing.contains("Warm forward per repetition"));
+
+    usage_error(
+        lab().arg("report").arg(&a).arg("--svg").arg(&svg),
+        "already exists",
+    );
+    assert_eq!(std::fs::read_to_string(&svg).unwrap(), drawing);
+}
+
+#[test]
+fn bad_files_are_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json");
+    usage_error(lab().arg("report").arg(&missing), "missing.json");
+
+    let not_json = dir.path().join("notes.json");
+    std::fs::write(&not_json, "hello").unwrap();
+    usage_error(
+        lab().arg("report").arg(&not_json),
+        "not a measurement document",
+    );
+
+    let other_schema = dir.path().join("v0.json");
+    std::fs::write(
+        &other_schema,
+        document("float32", "rust").replace("measurement/v1", "measurement/v0"),
+    )
+    .unwrap();
+    usage_error(lab().arg("report").arg(&other_schema), "schema");
+
+    usage_error(lab().arg("report").arg(dir.path()), "is not a file");
+
+    // a bad file among good ones: nothing printed, no SVG written
+    let (a, _) = files(dir.path());
+    let svg = dir.path().join("never.svg");
+    usage_error(
+        lab()
+            .arg("report")
+            .arg(&a)
+            .arg(&missing)
+            .arg("--svg")
+            .arg(&svg),
+        "missing.json",
+    );
+    assert!(!svg.exists());
+}

@@ -1,0 +1,353 @@
+//! `lab sweep` through the binary, with a fake `lab measure` (a shell script passed through the
+//! hidden `--measure-program` flag) that runs out of memory above a width limit.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+/// A measurement document whose width is filled in by the fake.
+const TEMPLATE: &str = r#"{"schema":"iteragpu-lab/measurement/v1",
+"tool":{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"},
+"created_utc":"2026-11-30T10:00:00Z",
+"environment":{"runtime":{"language":"Rust","version":"1.95"},"torch_version":"2.11.0",
+"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA H200",
+"compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,
+"device_count":1,"tf32_matmul_allowed":false},
+"configuration":{"device":"cuda:0","batch":1,"context":16,"width":__WIDTH__,"dtype":"float32",
+"warmup":1,"repeats":2,"seed":0},
+"synthetic_model":{"architecture":"MLP","width":__WIDTH__,"hidden":1,"parameters":1,"dtype_bytes":4,
+"parameter_bytes":4,"input_bytes":4,"output_bytes":4,"flops_per_forward":1},
+"phases":[
+{"phase":"model_load","repetition":null,"forward_passes":0,"wall_seconds":0.1,"gpu_seconds":null,
+"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":__WIDTH__000,
+"end_reserved_bytes":__WIDTH__000,"peak_allocated_bytes":__WIDTH__000,"peak_reserved_bytes":__WIDTH__000},
+{"phase":"inputs","repetition":null,"forward_passes":0,"wall_seconds":0.1,"gpu_seconds":0.1,
+"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
+"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
+{"phase":"cold_forward","repetition":null,"forward_passes":1,"wall_seconds":0.1,"gpu_seconds":0.1,
+"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
+"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
+{"phase":"warmup","repetition":null,"forward_passes":1,"wall_seconds":0.1,"gpu_seconds":0.1,
+"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
+"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
+{"phase":"warm_forward","repetition":1,"forward_passes":1,"wall_seconds":0.002,"gpu_seconds":0.001,
+"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
+"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0}
+]}"#;
+
+/// Writes the fake `lab measure` and its template into `dir`.
+fn fake(dir: &Path) -> PathBuf {
+    std::fs::write(dir.join("template.json"), TEMPLATE).unwrap();
+    let script = dir.join("fake-lab");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+# fake `lab measure`: fits up to FAKE_LIMIT (width), out of memory above
+[ "$1" = measure ] || { echo "lab: error: expected measure" >&2; exit 3; }
+out=""; width=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --output) out="$2"; shift 2;;
+    --width) width="$2"; shift 2;;
+    *) shift;;
+  esac
+done
+echo "$width" >> "$FAKE_DIR/calls"
+if [ -n "$FAKE_EXIT2" ]; then echo "lab: error: no torch worker found: build it with --features torch" >&2; exit 2; fi
+if [ -n "$FAKE_CRASH_AT" ] && [ "$width" = "$FAKE_CRASH_AT" ]; then echo "lab: error: the worker crashed" >&2; exit 1; fi
+if [ -n "$FAKE_SLOW_AT" ] && [ "$width" = "$FAKE_SLOW_AT" ]; then touch "$FAKE_DIR/slow-started"; sleep 2; fi
+if [ "$width" -gt "$FAKE_LIMIT" ]; then
+  echo "progress line" >&2
+  echo "lab: error: CUDA out of memory while running cold_forward (tried to allocate 2.00 GiB)" >&2
+  exit 1
+fi
+sed "s/__WIDTH__/$width/g" "$FAKE_DIR/template.json" > "$out"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+fn sweep_cmd(dir: &Path, out: &Path, limit: u64, extra: &[&str]) -> Command {
+    let mut cmd = lab();
+    cmd.env("FAKE_DIR", dir)
+        .env("FAKE_LIMIT", limit.to_string())
+        .arg("sweep")
+        .args(["--device", "cuda:0", "--vary", "width"])
+        .arg("--measure-program")
+        .arg(fake(dir))
+        .arg("--output-dir")
+        .arg(out)
+        .args(extra);
+    cmd
+}
+
+fn calls(dir: &Path) -> Vec<u64> {
+    std::fs::read_to_string(dir.join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn doubles_then_bisects_and_writes_every_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 1000, &["--from", "64", "--to", "100000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        calls(dir.path()),
+        vec![64, 128, 256, 512, 1024, 768, 896, 960, 992, 1008, 1000, 1004, 1002, 1001]
+    );
+    assert!(
+        stdout.contains("largest width that fitted: 1000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("smallest width that ran out of memory: 1001"),
+        "{stdout}"
+    );
+    // peak reserved 1000000 B of 150109880320 B
+    assert!(
+        stdout.contains("0.00 % of the device's 139.80 GiB"),
+        "{stdout}"
+    );
+    for fitted in [64, 128, 256, 512, 768, 896, 960, 992, 1000] {
+        assert!(
+            out.join(format!("width-{fitted}.json")).is_file(),
+            "{fitted}"
+        );
+    }
+    for oom in [1024, 1008, 1004, 1002, 1001] {
+        assert!(!out.join(format!("width-{oom}.json")).exists(), "{oom}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(lines.len(), 15);
+    assert!(lines[0].starts_with("step,dimension,value,batch,context,width,dtype,status,"));
+    assert!(lines[1]
+        .starts_with("1,width,64,1,16,64,float32,fitted,64000,64000,150109880320,0.000000,"));
+    assert!(summary.contains(",1001,1,16,1001,float32,out_of_memory,"));
+    assert!(summary.contains("CUDA out of memory while running cold_forward"));
+}
+
+#[test]
+fn json_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(
+        dir.path(),
+        &out,
+        u64::MAX >> 1,
+        &["--from", "100", "--to", "300", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success());
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["dimension"], "width");
+    assert_eq!(v["end"]["end"], "completed");
+    assert_eq!(v["largest_fitted"]["value"], 300);
+    assert_eq!(v["largest_fitted"]["peak_reserved_bytes"], 300_000);
+    assert_eq!(
+        v["largest_fitted"]["total_memory_bytes"],
+        150_109_880_320u64
+    );
+    assert_eq!(v["largest_fitted"]["peak_reserved_share"], "0.000002");
+    assert_eq!(v["smallest_out_of_memory"], Value::Null);
+    assert_eq!(v["points"].as_array().unwrap().len(), 3);
+    assert_eq!(v["points"][0]["status"], "fitted");
+    assert_eq!(calls(dir.path()), vec![100, 200, 300]);
+}
+
+#[test]
+fn existing_output_dir_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "mine").unwrap();
+    let output = sweep_cmd(dir.path(), &out, 1000, &["--from", "64", "--to", "128"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1);
+    assert!(calls(dir.path()).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(out.join("keep.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    for (args, needle) in [
+        (&["--from", "0", "--to", "8"][..], "--from"),
+        (
+            &["--from", "16", "--to", "8"][..],
+            "--to (8) must be at least --from (16)",
+        ),
+        (&["--from", "1.5", "--to", "8"][..], "--from"),
+        (
+            &["--from", "1", "--to", "8", "--resolution", "0"][..],
+            "--resolution",
+        ),
+        (
+            &["--from", "1", "--to", "8", "--width", "64"][..],
+            "--width is the varied dimension",
+        ),
+        (
+            &["--from", "1", "--to", "8", "--dtype", "int8"][..],
+            "--dtype",
+        ),
+        (
+            &["--from", "1", "--to", "8", "--warmup", "-1"][..],
+            "--warmup",
+        ),
+        (
+            &["--from", "1", "--to", "8", "--repeats", "0"][..],
+            "--repeats",
+        ),
+    ] {
+        let output = sweep_cmd(dir.path(), &out, 1000, args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} created the folder");
+    }
+    assert!(calls(dir.path()).is_empty());
+}
+
+#[test]
+fn missing_prerequisite_is_exit_2_and_leaves_no_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 1000, &["--from", "64", "--to", "128"])
+        .env("FAKE_EXIT2", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no torch worker found"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn real_measure_without_worker_is_exit_2() {
+    // The default measurement program is `lab` itself; in a test build no torch worker is
+    // next to it, so `lab measure` exits 2 and the sweep says why and writes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = lab()
+        .env("PATH", "/nonexistent")
+        .env_remove("LAB_TORCH_WORKER")
+        .args([
+            "sweep", "--device", "cuda:0", "--vary", "batch", "--from", "1", "--to", "4",
+        ])
+        .arg("--worker")
+        .arg(dir.path().join("no-such-worker"))
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_crash_stops_the_sweep_and_keeps_finished_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 1000, &["--from", "64", "--to", "4096"])
+        .env("FAKE_CRASH_AT", "256")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the worker crashed"), "{stderr}");
+    assert!(stderr.contains("2 finished points are kept"), "{stderr}");
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 3);
+}
+
+#[test]
+fn first_point_out_of_memory_means_nothing_fitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 10, &["--from", "64", "--to", "4096"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(
+        stdout.contains("no width fitted (not even --from 64)"),
+        "{stdout}"
+    );
+    assert_eq!(calls(dir.path()), vec![64]);
+    assert!(out.join("summary.csv").is_file());
+}
+
+#[test]
+fn sigint_stops_cleanly_and_keeps_finished_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .env("FAKE_DIR", dir.path())
+        .env("FAKE_LIMIT", "100000")
+        .env("FAKE_SLOW_AT", "256")
+        .args([
+            "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "4096",
+        ])
+        .arg("--measure-program")
+        .arg(fake(dir.path()))
+        .arg("--output-dir")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("slow-started");
+    for _ in 0..200 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(started.exists(), "the slow point never started");
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted by Ctrl-C"), "{stderr}");
+    // the point running at the signal finished (the fake ignores it) and is kept; no new one
+    assert_eq!(calls(dir.path()), vec![64, 128, 256]);
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(summary.lines().count(), 4, "{summary}");
+    assert!(out.join("width-256.json").is_file());
+}
