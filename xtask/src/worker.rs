@@ -193,9 +193,27 @@ fn expect_exit2(output: &Output, wrote: bool, needle: &str) -> Result<()> {
     Ok(())
 }
 
-/// Verify step: build the worker (no-deps torch), so it never rots.
+/// Verify step: build the worker (no-deps torch), so it never rots, and lint it (clippy with
+/// `-D warnings` on the `torch` feature, same target folder, so the build is reused).
 pub fn step_build(ctx: &crate::verify::Ctx) -> Result<()> {
-    build(&ctx.root, false).map(|_| ())
+    let built = build(&ctx.root, false)?;
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .current_dir(&ctx.root)
+        .args([
+            "clippy",
+            "--release",
+            "-p",
+            "lab",
+            "--features",
+            "torch",
+            "--all-targets",
+        ])
+        .args(["--", "-D", "warnings"])
+        .env("LIBTORCH", &built.libtorch)
+        .env("CARGO_TARGET_DIR", ctx.root.join("target/torch"))
+        .env_remove("LIBTORCH_USE_PYTORCH");
+    checked(command, "cargo clippy --features torch")
 }
 
 /// Verify step: the real worker with libtorch not loadable -> `lab measure` exits 2 naming
