@@ -14,9 +14,9 @@
 //! Accepted text details: an optional UTF-8 byte-order mark, LF or CRLF line ends, and blank
 //! lines (a trailing one included). Fields are taken verbatim: no trimming.
 
+use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -383,14 +383,6 @@ pub fn durations_list() -> String {
         .join(", ")
 }
 
-/// SHA-256 of `bytes` as 64 lowercase hex digits.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn is_digits(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
@@ -444,13 +436,5 @@ mod tests {
         // When the real 2026-09-24 snapshot replaces data/tarifs-forfaits.csv this test fails
         // on purpose: delete it (the "illustrative" label then switches off by itself).
         assert!(Catalog::embedded().unwrap().is_illustrative());
-    }
-
-    #[test]
-    fn sha256_is_lowercase_hex_of_the_bytes() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
     }
 }

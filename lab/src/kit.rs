@@ -6,9 +6,9 @@
 //! implementation. The kit is small (well under a megabyte); every read is capped
 //! ([`MAX_MEMBER_BYTES`], [`MAX_ARCHIVE_BYTES`]) so that a hostile archive cannot exhaust memory.
 
+use crate::digest::sha256_hex;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{Cursor, Read, Write};
@@ -332,14 +332,6 @@ impl Kit {
             .map_err(|e| write_err("the central directory", &e))?;
         Ok(cursor.into_inner())
     }
-}
-
-/// Lowercase-hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The time stamped on every entry.

@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod compare;
+pub mod digest;
 pub mod environment;
 pub mod error;
 pub mod estimate;

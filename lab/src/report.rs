@@ -13,10 +13,10 @@
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
 
 use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
+use crate::digest::sha256_hex;
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -197,16 +197,6 @@ impl LoadedMeasurement {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| self.path.display().to_string())
     }
-}
-
-/// Lowercase hex SHA-256 of some bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
 }
 
 /// Reads, hashes and checks one measurement file.

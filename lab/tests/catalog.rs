@@ -119,7 +119,7 @@ fn a_valid_replacement_file_is_used_and_reported() {
     assert_eq!(v["catalog"]["embedded"], false);
     assert_eq!(
         v["catalog"]["sha256"],
-        lab::catalog::sha256_hex(changed.as_bytes())
+        lab::digest::sha256_hex(changed.as_bytes())
     );
 }
 

@@ -26,7 +26,7 @@ pub fn reproducible(ctx: &Ctx) -> Result<()> {
     let second = std::fs::read(scratch.join(kit::ARCHIVE_NAME))
         .with_context(|| format!("cannot read the second build under {}", scratch.display()))?;
     let _ = std::fs::remove_dir_all(&scratch);
-    let second = kit::sha256_hex(&second);
+    let second = lab::digest::sha256_hex(&second);
     if first.sha256 != second {
         bail!(
             "{}: two builds differ: {} then {second}",

@@ -99,7 +99,7 @@ pub fn build(source_root: &Path, out_dir: &Path) -> Result<Built> {
     write_atomically(&path, &bytes)?;
     Ok(Built {
         path,
-        sha256: kit::sha256_hex(&bytes),
+        sha256: lab::digest::sha256_hex(&bytes),
         manifest: kit.manifest(),
     })
 }

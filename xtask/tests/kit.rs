@@ -120,7 +120,7 @@ fn dist(source: &Path, out: &Path, env: &[(&str, &str)], umask: &str) -> Vec<u8>
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    lab::kit::sha256_hex(bytes)
+    lab::digest::sha256_hex(bytes)
 }
 
 #[test]
