@@ -8,7 +8,7 @@ use crate::catalog::{Catalog, CatalogInfo};
 use crate::pricing::{self, Quote};
 use crate::{Error, Result};
 use rust_decimal::Decimal;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// One package that meets the need.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -21,15 +21,8 @@ pub struct Candidate {
     /// GPUs bought beyond the need (`gpus - N`), because lots are whole.
     pub extra_gpus: u64,
     /// Price of one GPU for one day, USD, half-to-even to 6 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub usd_per_gpu_day: Decimal,
-}
-
-fn as_string<S: Serializer>(
-    value: &Decimal,
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.serialize_str(&value.to_string())
 }
 
 /// The comparison: the need and the packages that meet it, cheapest first.

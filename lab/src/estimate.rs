@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::pricing::round_half_even_ratio;
 use rust_decimal::Decimal;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// What the estimate leaves out, in this order (the `excluded` list of `lab estimate --json`,
 /// identical in the Python twin `mesure_memoire.py estimate`).
@@ -53,16 +53,16 @@ pub struct Estimate {
     /// `parameters x bytes_per_parameter`, bytes.
     pub weights_bytes: u64,
     /// Weights in GiB (2^30 bytes), half-to-even, 6 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub weights_gib: Decimal,
     /// Weights in GB (10^9 bytes), half-to-even, 6 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub weights_gb: Decimal,
     /// The reserve the user chose, GiB, half-to-even, 6 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub reserve_gib: Decimal,
     /// Weights plus reserve in GiB, computed exactly then rounded half-to-even to 6 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub total_gib: Decimal,
     /// What the estimate does not include: [`EXCLUDED`].
     pub excluded: Vec<&'static str>,
@@ -196,13 +196,6 @@ fn check_reserve(reserve: Decimal) -> Result<()> {
 fn micro(value: u128) -> Decimal {
     // Values here are below 2 x 10^21: far inside Decimal's 96-bit mantissa.
     Decimal::from_i128_with_scale(value as i128, DECIMALS)
-}
-
-fn as_string<S: Serializer>(
-    value: &Decimal,
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.serialize_str(&value.to_string())
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use crate::catalog::{Catalog, CatalogInfo, Entry};
 use crate::error::{Error, Result};
 use rust_decimal::Decimal;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use std::cmp::Ordering;
 
 /// Decimal places of a unit cost and of a price per GPU-day, in USD (micro-dollars).
@@ -44,12 +44,12 @@ pub struct Quote {
     /// Price of the whole package: `lot_price_cents x lots`, US cents.
     pub total_cents: i64,
     /// `total_cents` in US dollars, exactly 2 decimals.
-    #[serde(serialize_with = "as_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
     pub total_usd: Decimal,
     /// Distinct useful results accepted, as given by the user (no default).
     pub accepted_results: Option<u64>,
     /// `total_usd / accepted_results`, half-to-even to 6 decimals; `None` without results.
-    #[serde(serialize_with = "as_optional_string")]
+    #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
     pub unit_cost_usd: Option<Decimal>,
     /// Which catalog the prices came from.
     pub catalog: CatalogInfo,
@@ -185,23 +185,6 @@ fn gpu_days(entry: &Entry) -> u128 {
 /// Millionths as a Decimal with scale 6. Inputs here stay far below Decimal's 96-bit limit.
 fn micro_to_decimal(micro: u128) -> Decimal {
     Decimal::from_i128_with_scale(micro as i128, UNIT_COST_DECIMALS)
-}
-
-fn as_string<S: Serializer>(
-    value: &Decimal,
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.serialize_str(&value.to_string())
-}
-
-fn as_optional_string<S: Serializer>(
-    value: &Option<Decimal>,
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    match value {
-        Some(value) => serializer.serialize_str(&value.to_string()),
-        None => serializer.serialize_none(),
-    }
 }
 
 #[cfg(test)]
