@@ -14,6 +14,7 @@ pub mod error;
 pub mod estimate;
 pub mod kit;
 pub mod measure;
+pub mod output;
 pub mod pricing;
 pub mod record;
 pub mod report;

@@ -1,7 +1,7 @@
 //! The bounded GPU measurement of SPEC §4, without libtorch: flag validation, the analytic
 //! numbers of the synthetic model, the measurement document (schema
-//! `iteragpu-lab/measurement/v1`, `lab/schema/measurement.schema.json`), its atomic writing,
-//! and the human summary. The GPU work itself runs in the `lab-torch-worker` child process
+//! `iteragpu-lab/measurement/v1`, `lab/schema/measurement.schema.json`), its atomic writing
+//! (through [`crate::output`]), and the human summary. The GPU work itself runs in the `lab-torch-worker` child process
 //! (see [`crate::worker`]); this module never links libtorch, so CI tests it without a GPU.
 //!
 //! Memory counters are the PyTorch CUDA caching allocator's, for this process and the chosen
@@ -14,8 +14,7 @@ use crate::environment::MeasurementEnvironment;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The `schema` value of every measurement document.
 pub const SCHEMA_ID: &str = "iteragpu-lab/measurement/v1";
@@ -399,110 +398,17 @@ pub fn utc_now() -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
 }
 
-/// Refuses (usage error, exit 2) an output path that exists (even as a dangling link) or
-/// whose folder does not exist. Called before the worker starts; the file is left untouched.
-pub fn check_new_output(path: &Path) -> Result<()> {
-    if path.symlink_metadata().is_ok() {
-        return Err(Error::usage(format!(
-            "{} already exists: choose a new file name (results are never overwritten)",
-            path.display()
-        )));
-    }
-    let folder = output_folder(path);
-    if !folder.is_dir() {
-        return Err(Error::usage(format!(
-            "the folder of {} does not exist: create it first or choose another path",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
-fn output_folder(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Writes `document` as pretty JSON to the new file `path`, atomically: a temporary file in the
-/// same folder, flushed to disk, then hard-linked to its final name (which fails if the name
-/// appeared meanwhile: nothing is overwritten), then removed. No file is left on failure.
+/// Writes `document` as pretty JSON (final newline) to the new file `path`, atomically and
+/// never over an existing file ([`crate::output::write_new`]).
+///
+/// # Errors
+/// As [`crate::output::write_new`]: usage (exit 2) when `path` exists or its folder does not,
+/// runtime (exit 1) when writing fails; no file is left behind.
 pub fn write_new_document(path: &Path, document: &Document) -> Result<()> {
-    check_new_output(path)?;
     let mut text = serde_json::to_string_pretty(document)
         .map_err(|e| Error::runtime(format!("cannot encode the measurement: {e}")))?;
     text.push('\n');
-    let folder = output_folder(path);
-    let fail = |e: std::io::Error| {
-        Error::runtime(format!(
-            "cannot write {}: {e}; no file was written",
-            path.display()
-        ))
-    };
-    let temp = TempFile::create(&folder).map_err(fail)?;
-    temp.write(text.as_bytes()).map_err(fail)?;
-    match std::fs::hard_link(&temp.path, path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::usage(format!(
-            "{} appeared during the run: nothing was overwritten",
-            path.display()
-        ))),
-        Err(_) => {
-            // Hard links unsupported (some network or FAT file systems): rename after a last check.
-            if path.symlink_metadata().is_ok() {
-                return Err(Error::usage(format!(
-                    "{} appeared during the run: nothing was overwritten",
-                    path.display()
-                )));
-            }
-            std::fs::rename(&temp.path, path).map_err(fail)
-        }
-    }
-}
-
-/// A temporary file in the output's folder, removed when dropped (after the hard link, or on
-/// failure).
-struct TempFile {
-    path: PathBuf,
-}
-
-impl TempFile {
-    fn create(folder: &Path) -> std::io::Result<Self> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let mut last = None;
-        for attempt in 0..16u32 {
-            let name = format!(".mesure-{}-{nanos}-{attempt}.json.tmp", std::process::id());
-            let path = folder.join(name);
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(_) => return Ok(TempFile { path }),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name")))
-    }
-
-    fn write(&self, bytes: &[u8]) -> std::io::Result<()> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&self.path)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
+    crate::output::write_new(path, text.as_bytes())
 }
 
 /// Median of `values` (mean of the two middle values for an even count); `None` when empty.

@@ -12,8 +12,8 @@
 //! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
 
-use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
 use crate::digest::sha256_hex;
+use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
@@ -559,36 +559,6 @@ pub fn render_svg(report: &Report) -> Result<String> {
     chart::render(report).map_err(|e| Error::runtime(format!("cannot draw the chart: {e}")))
 }
 
-/// Writes `contents` to a new file at `path`; refuses an existing file (exit 2) and leaves no
-/// partial file behind on failure.
-pub fn write_new_file(path: &Path, contents: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::usage(format!(
-                    "{} already exists; choose a new file name (lab never overwrites)",
-                    path.display()
-                ))
-            } else {
-                Error::usage(format!("cannot create {}: {e}", path.display()))
-            }
-        })?;
-    let written = file.write_all(contents).and_then(|()| file.sync_all());
-    if let Err(e) = written {
-        drop(file);
-        let _ = std::fs::remove_file(path);
-        return Err(Error::runtime(format!(
-            "cannot write {}: {e}",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
 mod chart {
     use super::{Phase, Report, ReportRow};
     use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
@@ -1055,18 +1025,5 @@ pub(crate) mod tests {
         // 524288 + 512 bytes = 0.50048828125 MiB -> 0.500 at 3 places
         assert_eq!(mib(524_800, 3).to_string(), "0.500");
         assert_eq!(gib(150_109_880_320, 2).to_string(), "139.80");
-    }
-
-    #[test]
-    fn existing_file_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.svg");
-        std::fs::write(&path, b"keep").unwrap();
-        let error = write_new_file(&path, b"new").unwrap_err();
-        assert_eq!(error.exit_code(), 2);
-        assert_eq!(std::fs::read(&path).unwrap(), b"keep");
-        let fresh = dir.path().join("fresh.svg");
-        write_new_file(&fresh, b"new").unwrap();
-        assert_eq!(std::fs::read(&fresh).unwrap(), b"new");
     }
 }

@@ -120,24 +120,22 @@ pub fn content_findings(kit: &Kit) -> Vec<Finding> {
     findings
 }
 
-/// Writes `bytes` to a temporary file next to `path`, flushes it, then renames it over `path`.
+/// Writes `bytes` to a temporary file next to `path` (the `tempfile` crate, removed on any
+/// failure), flushes it, then renames it over `path`: a reader sees the old archive or the new
+/// one, never half of one.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .context("the archive path has no parent folder")?;
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", kit::ARCHIVE_NAME, std::process::id()));
-    let result = (|| -> Result<()> {
-        let mut file =
-            fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", kit::ARCHIVE_NAME))
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    temp.write_all(bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", temp.path().display()))?;
+    temp.persist(path)
+        .with_context(|| format!("cannot rename the temporary file to {}", path.display()))?;
+    Ok(())
 }

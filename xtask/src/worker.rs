@@ -155,13 +155,15 @@ const SMALL: [&str; 10] = [
     "2",
 ];
 
-/// Runs `lab measure` (small configuration, output in a fresh temporary folder) with `env`
-/// changes; returns its output and whether a file (any file) appeared.
+/// Runs `lab measure` (small configuration, output in a fresh temporary folder, removed
+/// afterwards) with `setup`'s changes; returns its output and whether a file (any file)
+/// appeared.
 fn guarded_measure(lab: &Path, setup: impl FnOnce(&mut Command)) -> Result<(Output, bool)> {
-    let dir = std::env::temp_dir().join(format!("lab-guard-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let out = dir.join("m.json");
+    let dir = tempfile::Builder::new()
+        .prefix("lab-guard-")
+        .tempdir()
+        .context("cannot create a temporary folder")?;
+    let out = dir.path().join("m.json");
     let mut command = Command::new(lab);
     command
         .args(["measure"])
@@ -172,8 +174,7 @@ fn guarded_measure(lab: &Path, setup: impl FnOnce(&mut Command)) -> Result<(Outp
     let output = command
         .output()
         .with_context(|| format!("{}: cannot start", lab.display()))?;
-    let wrote = std::fs::read_dir(&dir)?.next().is_some();
-    let _ = std::fs::remove_dir_all(&dir);
+    let wrote = std::fs::read_dir(dir.path())?.next().is_some();
     Ok((output, wrote))
 }
 

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> lab::Result<()> {
         &args.seed,
     )?;
     let synthetic_model = configuration.sizes()?;
-    measure::check_new_output(&args.output)?;
+    lab::output::check_new(&args.output)?;
     let path = worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
     let created_utc = measure::utc_now();
     let request = WorkerRequest::Measure {

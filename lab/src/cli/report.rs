@@ -3,7 +3,7 @@
 
 use super::numbers::{emit, print_json};
 use lab::report::{build_report, read_measurement, render_markdown, render_svg, render_text};
-use lab::{Error, Result};
+use lab::Result;
 use std::path::PathBuf;
 
 /// Flags of `lab report`.
@@ -26,14 +26,8 @@ pub struct Args {
 /// Runs `lab report`.
 pub fn run(args: Args) -> Result<()> {
     if let Some(svg) = &args.svg {
-        // Checked before any work so that a bad --svg costs nothing; the file is still created
-        // with create_new, so a file appearing meanwhile is not overwritten either.
-        if svg.exists() {
-            return Err(Error::usage(format!(
-                "{} already exists; choose a new file name for --svg (lab never overwrites)",
-                svg.display()
-            )));
-        }
+        // Checked before any work so that a bad --svg costs nothing; the write checks again.
+        lab::output::check_new(svg)?;
     }
     let measurements = args
         .files
@@ -43,7 +37,7 @@ pub fn run(args: Args) -> Result<()> {
     let report = build_report(&measurements);
     if let Some(svg) = &args.svg {
         let drawing = render_svg(&report)?;
-        lab::report::write_new_file(svg, drawing.as_bytes())?;
+        lab::output::write_new(svg, drawing.as_bytes())?;
     }
     if args.json {
         print_json(&report)?;

@@ -7,7 +7,8 @@
 use super::numbers::{emit, positive_integer, print_json};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::measure::Configuration;
-use lab::report::{gib, mib, write_new_file};
+use lab::output::write_new;
+use lab::report::{gib, mib};
 use lab::sweep::{
     run_sweep, Bounds, Dimension, Event, MeasureFlags, PointOutcome, ProcessRunner, SweepEnd,
     SweepResult,
@@ -246,7 +247,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let summary_path = args.output_dir.join("summary.csv");
     let summary = lab::sweep::summary_csv(&result, &flags)?;
-    write_new_file(&summary_path, &summary)?;
+    write_new(&summary_path, &summary)?;
 
     if args.json {
         print_json(&json_summary(
