@@ -266,9 +266,9 @@ impl EnvironmentReport {
                 line(
                     "  total memory (runtime)",
                     format!(
-                        "{} bytes ({:.2} GiB)",
+                        "{} bytes ({} GiB)",
                         d.total_memory_bytes,
-                        d.total_memory_bytes as f64 / 1_073_741_824.0
+                        crate::units::gib(d.total_memory_bytes, 2)
                     ),
                 );
                 line("  multiprocessors", d.multiprocessor_count.to_string());
@@ -327,6 +327,13 @@ mod tests {
             device_problem: None,
             tf32_matmul_allowed: Some(false),
         };
+        let mut report = EnvironmentReport::new("cuda:0");
+        report.absorb(&worker);
+        assert!(
+            report.text().contains("150109880320 bytes (139.80 GiB)"),
+            "{}",
+            report.text()
+        );
         let env = MeasurementEnvironment::from_worker(&worker, None).unwrap();
         assert_eq!(env.device, "cuda:0");
         assert_eq!(env.runtime.language, "Rust");

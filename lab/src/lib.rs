@@ -19,6 +19,7 @@ pub mod pricing;
 pub mod record;
 pub mod report;
 pub mod sweep;
+pub mod units;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -11,7 +11,9 @@
 //! `reset_peak_memory_stats`: never subtract one from the other.
 
 use crate::environment::MeasurementEnvironment;
+use crate::units::mib;
 use crate::{Error, Result};
+use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -471,10 +473,6 @@ pub fn warm_summary(document: &Document) -> Option<WarmSummary> {
     })
 }
 
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / 1_048_576.0
-}
-
 fn signed_delta(end: u64, start: u64) -> i128 {
     i128::from(end) - i128::from(start)
 }
@@ -541,8 +539,8 @@ pub fn summary_text(document: &Document) -> String {
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "  {label:<34} predicted {predicted:>13} B ({:>10.3} MiB)   measured {measured:>13} B",
-            mib(predicted)
+            "  {label:<34} predicted {predicted:>13} B ({:>10} MiB)   measured {measured:>13} B",
+            mib(predicted, 3)
         );
     };
     compare(
@@ -567,13 +565,15 @@ pub fn summary_text(document: &Document) -> String {
         warm.map(|r| signed_delta(r.peak_allocated_bytes, r.baseline_allocated_bytes)),
     );
     if let Some(cold) = find("cold_forward") {
-        let extra = signed_delta(cold.end_allocated_bytes, cold.baseline_allocated_bytes)
-            - i128::from(m.predicted_output_allocation());
+        // Exact and signed: the cold forward may end below the prediction.
+        let extra = Decimal::from(cold.end_allocated_bytes)
+            - Decimal::from(cold.baseline_allocated_bytes)
+            - Decimal::from(m.predicted_output_allocation());
         let _ = writeln!(
             out,
-            "  the cold forward left {extra} B ({:.3} MiB) allocated beyond its output (cuBLAS \
+            "  the cold forward left {extra} B ({} MiB) allocated beyond its output (cuBLAS \
              workspace and library state; not in the prediction)",
-            extra as f64 / 1_048_576.0
+            mib(extra, 3)
         );
     }
     if let Some(w) = warm_summary(document) {
@@ -716,6 +716,19 @@ mod tests {
             "0",
         );
         assert_eq!(huge.unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn summary_shows_exact_mib() {
+        let json = crate::report::tests::sample_json(64, 4);
+        let document = crate::report::parse_document(json.as_bytes()).unwrap();
+        let text = summary_text(&document);
+        // 65,536 + 1,024 + 65,536 + 512 = 132,608 B = 0.12646... MiB
+        assert!(
+            text.contains("predicted        132608 B (     0.126 MiB)"),
+            "{text}"
+        );
+        assert!(text.contains("left 0 B (0.000 MiB)"), "{text}");
     }
 
     #[test]

@@ -14,8 +14,8 @@
 
 use crate::digest::sha256_hex;
 use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
+use crate::units::{gib, mib};
 use crate::{Error, Result};
-use rust_decimal::{Decimal, RoundingStrategy};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -258,24 +258,6 @@ pub fn predict(model: &SyntheticModel, phase: Phase, baseline_allocated: u64) ->
         end_allocated_bytes: baseline_allocated.saturating_add(end_extra),
         peak_allocated_bytes: baseline_allocated.saturating_add(peak_extra),
     }
-}
-
-/// Bytes as MiB (2^20), rounded half-to-even to `dp` decimal places, exact decimal arithmetic.
-/// Always shows `dp` decimals (`1.000`).
-pub fn mib(bytes: u64, dp: u32) -> Decimal {
-    let mut value = (Decimal::from(bytes) / Decimal::from(1u64 << 20))
-        .round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
-    value.rescale(dp);
-    value
-}
-
-/// Bytes as GiB (2^30), rounded half-to-even to `dp` decimal places, exact decimal arithmetic.
-/// Always shows `dp` decimals.
-pub fn gib(bytes: u64, dp: u32) -> Decimal {
-    let mut value = (Decimal::from(bytes) / Decimal::from(1u64 << 30))
-        .round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
-    value.rescale(dp);
-    value
 }
 
 /// One row of a phase table: a measured row of one file with its prediction.
@@ -1014,16 +996,5 @@ pub(crate) mod tests {
         let large = parse_document(sample_json(4096, 4).as_bytes()).unwrap();
         let svg = render_svg(&build_report(&loaded(vec![small, large]))).unwrap();
         assert!(svg.contains("log scale"));
-    }
-
-    #[test]
-    fn mib_is_exact_half_even() {
-        assert_eq!(mib(1 << 20, 3).to_string(), "1.000");
-        // 1536 bytes = 0.00146484375 MiB -> 0.001
-        assert_eq!(mib(1536, 3).to_string(), "0.001");
-        // 0.0025 MiB exactly = 2621.44 bytes is not an integer; 0.5 MiB + half a unit:
-        // 524288 + 512 bytes = 0.50048828125 MiB -> 0.500 at 3 places
-        assert_eq!(mib(524_800, 3).to_string(), "0.500");
-        assert_eq!(gib(150_109_880_320, 2).to_string(), "139.80");
     }
 }

@@ -8,11 +8,11 @@ use super::numbers::{emit, positive_integer, print_json};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::measure::Configuration;
 use lab::output::write_new;
-use lab::report::{gib, mib};
 use lab::sweep::{
     run_sweep, Bounds, Dimension, Event, MeasureFlags, PointOutcome, ProcessRunner, SweepEnd,
     SweepResult,
 };
+use lab::units::{gib, mib};
 use lab::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use std::path::{Path, PathBuf};
