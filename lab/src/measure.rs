@@ -280,22 +280,26 @@ impl SyntheticModel {
 
     /// Tokens (batch × context) implied by `input_bytes`.
     fn tokens(&self) -> u64 {
-        self.input_bytes / (self.width * self.dtype_bytes).max(1)
+        self.input_bytes / self.width.saturating_mul(self.dtype_bytes).max(1)
     }
 
     /// Bytes the allocator is predicted to hand out for the weights: each of the four tensors
     /// (weight 1, bias 1, weight 2, bias 2) rounded up to [`ALLOCATOR_BLOCK_BYTES`].
+    ///
+    /// The `predicted_*` methods saturate at `u64::MAX`: `lab report` calls them on sizes read
+    /// from a document, which may be absurd, and must not panic or wrap.
     pub fn predicted_weight_allocation(&self) -> u64 {
         let b = self.dtype_bytes;
+        let matrix = self.width.saturating_mul(self.hidden).saturating_mul(b);
         [
-            self.width * self.hidden * b,
-            self.hidden * b,
-            self.hidden * self.width * b,
-            self.width * b,
+            matrix,
+            self.hidden.saturating_mul(b),
+            matrix,
+            self.width.saturating_mul(b),
         ]
         .into_iter()
         .map(round_to_block)
-        .sum()
+        .fold(0, u64::saturating_add)
     }
 
     /// Bytes predicted for the input (one tensor, rounded up to a block).
@@ -312,14 +316,22 @@ impl SyntheticModel {
     /// the hidden activation and its GELU coexist (2 × tokens × hidden), then the GELU output
     /// and the output coexist; the larger of the two.
     pub fn predicted_forward_peak_extra(&self) -> u64 {
-        let hidden_act = round_to_block(self.tokens() * self.hidden * self.dtype_bytes);
-        (2 * hidden_act).max(hidden_act + self.predicted_output_allocation())
+        let hidden_act = round_to_block(
+            self.tokens()
+                .saturating_mul(self.hidden)
+                .saturating_mul(self.dtype_bytes),
+        );
+        hidden_act
+            .saturating_mul(2)
+            .max(hidden_act.saturating_add(self.predicted_output_allocation()))
     }
 }
 
-/// `bytes` rounded up to the allocator's 512-byte block size.
+/// `bytes` rounded up to the allocator's 512-byte block size (`u64::MAX` when that overflows).
 pub fn round_to_block(bytes: u64) -> u64 {
-    bytes.div_ceil(ALLOCATOR_BLOCK_BYTES) * ALLOCATOR_BLOCK_BYTES
+    bytes
+        .div_ceil(ALLOCATOR_BLOCK_BYTES)
+        .saturating_mul(ALLOCATOR_BLOCK_BYTES)
 }
 
 /// One row of `phases`: one protocol step (SPEC §4).
@@ -658,6 +670,7 @@ mod tests {
         assert_eq!(round_to_block(1), 512);
         assert_eq!(round_to_block(512), 512);
         assert_eq!(round_to_block(0), 0);
+        assert_eq!(round_to_block(u64::MAX), u64::MAX);
     }
 
     #[test]

@@ -918,6 +918,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn absurd_sizes_in_a_document_saturate() {
+        // A document is user input: sizes no GPU could hold must not panic or wrap.
+        let mut doc = parse_document(sample_json(64, 4).as_bytes()).unwrap();
+        doc.synthetic_model.width = u64::MAX / 2;
+        doc.synthetic_model.hidden = u64::MAX / 2;
+        doc.synthetic_model.input_bytes = u64::MAX;
+        doc.synthetic_model.output_bytes = u64::MAX;
+        for phase in Phase::ALL {
+            let p = predict(&doc.synthetic_model, phase, u64::MAX - 1);
+            assert_eq!(p.peak_allocated_bytes, u64::MAX, "{phase:?}");
+        }
+        let report = build_report(&loaded(vec![doc]));
+        assert!(render_text(&report).contains("model_load"));
+    }
+
+    #[test]
     fn rejects_bad_documents() {
         let good = sample_json(64, 4);
         let wrong_schema = good.replace("measurement/v1", "measurement/v0");
