@@ -1,10 +1,17 @@
-//! IteraGPU Lab: the arithmetic and the measurement behind the `lab` command.
+//! IteraGPU Lab: the arithmetic and the measurement behind the `lab` command (`SPEC.md`).
 //!
-//! One module per concept: [`estimate`] (weight memory), [`catalog`] (the package price list),
-//! [`pricing`] (package totals and unit cost), [`environment`] and [`measure`] (the libtorch
-//! worker and its protocol), [`worker`] (starting the worker and its JSON), [`report`]
-//! (reading measurement files back), [`kit`] (the release archive and its manifest).
-//! See `SPEC.md`-derived docs in README.md.
+//! One module per concept:
+//! - [`estimate`]: weight memory from a parameter count and a storage width (no GPU);
+//! - [`catalog`]: the package price list, validated; [`pricing`]: package totals and cost per
+//!   result; [`compare`]: the packages that meet a need, cheapest first;
+//! - [`environment`]: what libtorch and the GPU report; [`measure`]: the measurement's flags,
+//!   analytic model, document and summary; [`worker`]: starting the libtorch worker and its
+//!   JSON protocol;
+//! - [`report`]: reading measurement documents back (tables, Markdown, SVG); [`sweep`]: growing
+//!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
+//! - [`kit`]: the release archive, its manifest and its verifier;
+//! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
+//!   [`units`] (exact MiB and GiB), [`error`] (the two kinds of failure and their exit codes).
 
 pub mod catalog;
 pub mod compare;

@@ -24,15 +24,6 @@ pub const SCHEMA_ID: &str = "iteragpu-lab/measurement/v1";
 /// The `tool.name` value of every measurement document.
 pub const TOOL_NAME: &str = "iteragpu-lab";
 
-/// The five phase names, in the order they run.
-pub const PHASES: [&str; 5] = [
-    "model_load",
-    "inputs",
-    "cold_forward",
-    "warmup",
-    "warm_forward",
-];
-
 /// Granularity of the caching allocator's blocks, in bytes: every tensor's storage is rounded
 /// up to a multiple of 512 (PyTorch `c10/cuda/CUDACachingAllocator.cpp`, `kMinBlockSize`).
 pub const ALLOCATOR_BLOCK_BYTES: u64 = 512;
@@ -337,7 +328,7 @@ pub fn round_to_block(bytes: u64) -> u64 {
 /// One row of `phases`: one protocol step (SPEC §4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRow {
-    /// One of [`PHASES`].
+    /// A phase name: one of [`crate::report::Phase`]'s, `model_load` ... `warm_forward`.
     pub phase: String,
     /// 1-based index for `warm_forward`, `None` (JSON null) for the other phases.
     pub repetition: Option<u64>,

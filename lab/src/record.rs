@@ -170,7 +170,12 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
         .read(true)
         .append(true)
         .open(grid)
-        .map_err(|e| Error::usage(format!("cannot open the grid {}: {e}", grid.display())))?;
+        .map_err(|e| {
+            Error::usage(format!(
+                "cannot open the grid {}: {e}; give the kit's resultats-bruts.csv with --results",
+                grid.display()
+            ))
+        })?;
     file.lock()
         .map_err(|e| Error::runtime(format!("cannot lock {}: {e}", grid.display())))?;
     let original_len = file

@@ -207,7 +207,10 @@ pub fn read_measurement(path: &Path) -> Result<LoadedMeasurement> {
     let metadata = std::fs::metadata(path)
         .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
     if !metadata.is_file() {
-        return Err(Error::usage(format!("{} is not a file", path.display())));
+        return Err(Error::usage(format!(
+            "{} is not a file: give a measurement JSON file (written by lab measure)",
+            path.display()
+        )));
     }
     if metadata.len() > MAX_DOCUMENT_BYTES {
         return Err(Error::usage(format!(

@@ -153,9 +153,9 @@ impl WorkerError {
 /// Why no worker could answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unavailable {
-    /// No worker binary at the expected place.
+    /// No worker binary at the expected place, or it cannot be started at all.
     NoWorker(String),
-    /// The worker binary exists but the loader cannot load libtorch (or it cannot start).
+    /// The worker started, but the dynamic loader could not load libtorch (exit 127).
     NoLibtorch(String),
 }
 

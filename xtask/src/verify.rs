@@ -58,7 +58,6 @@ impl Step {
     }
 
     /// A step that `--fast` skips (CI still runs it).
-    #[allow(dead_code)] // used by the torch steps
     const fn slow(name: &'static str, run: fn(&Ctx) -> Result<()>) -> Step {
         Step {
             name,

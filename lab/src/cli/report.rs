@@ -24,6 +24,11 @@ pub struct Args {
 }
 
 /// Runs `lab report`.
+///
+/// # Errors
+/// Usage (exit 2) for a missing, unreadable or invalid measurement file and for an `--svg`
+/// path that exists or whose folder does not (checked before anything is printed); Runtime
+/// (exit 1) when the chart cannot be drawn or written.
 pub fn run(args: Args) -> Result<()> {
     if let Some(svg) = &args.svg {
         // Checked before any work so that a bad --svg costs nothing; the write checks again.

@@ -111,6 +111,11 @@ fn fixed<'a>(
 }
 
 /// Runs `lab sweep`.
+///
+/// # Errors
+/// Usage (exit 2) for bad flags, an existing `--output-dir`, or a missing prerequisite (no
+/// worker, libtorch or GPU); Runtime (exit 1) when a point fails otherwise or Ctrl-C stops the
+/// sweep; the points already finished are kept, with `summary.csv`.
 pub fn run(args: Args) -> Result<()> {
     let dimension = match args.vary {
         Vary::Width => Dimension::Width,
