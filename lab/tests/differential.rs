@@ -281,8 +281,8 @@ fn estimate_agrees_over_the_grid() {
 }
 
 /// Runs one bad input on both sides, as real processes: same exit code, nothing on stdout,
-/// one stderr line from Python. `lab` must print one line too, except for the flag-structure
-/// errors clap reports itself (missing, repeated or unknown flag), which span several lines.
+/// one stderr line on each side, and `lab`'s starts with `lab: error: ` (clap's own usage
+/// errors included: `lab` folds them into one line).
 fn assert_same_refusal(lab_args: &[String], script_name: &str, python_args: &[String]) {
     let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
         .args(lab_args)
@@ -296,21 +296,23 @@ fn assert_same_refusal(lab_args: &[String], script_name: &str, python_args: &[St
         "{lab_args:?}: exit codes differ\n lab: {}\n python: {}",
         lab.stderr, python.stderr
     );
-    let clap_error = lab.stderr.starts_with("error: ");
+    assert!(
+        lab.stderr.starts_with("lab: error: "),
+        "{lab_args:?}: lab stderr: {}",
+        lab.stderr
+    );
     for (side, outcome) in [("lab", &lab), ("python", &python)] {
         assert!(
             outcome.stdout.is_empty(),
             "{lab_args:?}: {side} printed {}",
             outcome.stdout
         );
-        if side == "python" || !clap_error {
-            assert_eq!(
-                outcome.stderr.lines().count(),
-                1,
-                "{lab_args:?}: {side} stderr: {}",
-                outcome.stderr
-            );
-        }
+        assert_eq!(
+            outcome.stderr.lines().count(),
+            1,
+            "{lab_args:?}: {side} stderr: {}",
+            outcome.stderr
+        );
     }
 }
 
