@@ -11,7 +11,8 @@
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`kit`]: the release archive, its manifest and its verifier;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
-//!   [`units`] (exact MiB and GiB), [`error`] (the two kinds of failure and their exit codes).
+//!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`error`] (the two kinds
+//!   of failure and their exit codes).
 
 pub mod catalog;
 pub mod compare;
@@ -26,6 +27,7 @@ pub mod pricing;
 pub mod record;
 pub mod report;
 pub mod sweep;
+pub mod table;
 pub mod units;
 pub mod worker;
 

@@ -467,33 +467,10 @@ pub fn render_text(report: &Report) -> String {
     );
     for table in &report.phases {
         let _ = writeln!(out, "\n{}", table.phase.as_str());
-        let rows: Vec<Vec<String>> = table.rows.iter().map(row_cells).collect();
-        let mut widths: Vec<usize> = COLUMNS.iter().map(|c| c.len()).collect();
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: Vec<&str>| {
-            cells
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(i, (c, w))| {
-                    if i < 2 {
-                        format!("{c:<w$}")
-                    } else {
-                        format!("{c:>w$}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-        };
-        let _ = writeln!(out, "  {}", line(COLUMNS.to_vec()));
-        for row in &rows {
-            let _ = writeln!(out, "  {}", line(row.iter().map(String::as_str).collect()));
+        let mut rows: Vec<Vec<String>> = vec![COLUMNS.iter().map(|c| c.to_string()).collect()];
+        rows.extend(table.rows.iter().map(row_cells));
+        for line in crate::table::align(&rows, |i| i < 2) {
+            let _ = writeln!(out, "  {line}");
         }
     }
     let _ = writeln!(out, "\n{}", report.prediction_note);

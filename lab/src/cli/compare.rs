@@ -56,61 +56,31 @@ pub fn run(args: Args) -> lab::Result<()> {
         "USD/GPU-day",
         "USD/result",
     ];
-    let rows: Vec<[String; 9]> = comparison
-        .packages
-        .iter()
-        .map(|p| {
-            let q = &p.quote;
-            [
-                p.rank.to_string(),
-                q.gpu.clone(),
-                q.model.clone(),
-                q.lots.to_string(),
-                if p.extra_gpus > 0 {
-                    format!("{} (+{})", q.gpus, p.extra_gpus)
-                } else {
-                    q.gpus.to_string()
-                },
-                cents_to_usd(q.lot_price_cents).to_string(),
-                q.total_usd.to_string(),
-                p.usd_per_gpu_day.to_string(),
-                q.unit_cost_usd
-                    .map_or_else(|| "-".to_string(), |c| c.to_string()),
-            ]
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                let pad = w.saturating_sub(c.chars().count());
-                if (1..=2).contains(&i) {
-                    format!("{c}{}", " ".repeat(pad))
-                } else {
-                    format!("{}{c}", " ".repeat(pad))
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    rows.extend(comparison.packages.iter().map(|p| {
+        let q = &p.quote;
+        vec![
+            p.rank.to_string(),
+            q.gpu.clone(),
+            q.model.clone(),
+            q.lots.to_string(),
+            if p.extra_gpus > 0 {
+                format!("{} (+{})", q.gpus, p.extra_gpus)
+            } else {
+                q.gpus.to_string()
+            },
+            cents_to_usd(q.lot_price_cents).to_string(),
+            q.total_usd.to_string(),
+            p.usd_per_gpu_day.to_string(),
+            q.unit_cost_usd
+                .map_or_else(|| "-".to_string(), |c| c.to_string()),
+        ]
+    }));
     let mut out = vec![format!(
         "packages giving at least {gpus} GPU{} for {days} days, cheapest first:",
         if gpus == 1 { "" } else { "s" }
     )];
-    out.push(line(header.to_vec()));
-    for row in &rows {
-        out.push(line(row.iter().map(String::as_str).collect()));
-    }
+    out.extend(lab::table::align(&rows, |i| (1..=2).contains(&i)));
     if accepted.is_none() {
         out.push("unit cost per result: give --accepted-results K".to_string());
     }

@@ -343,56 +343,35 @@ fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> S
         "res % of device",
         "warm fwd ms",
     ];
-    let rows: Vec<[String; 7]> = result
-        .points_by_value()
-        .into_iter()
-        .map(|p| match &p.outcome {
-            PointOutcome::Fitted(f) => [
-                p.step.to_string(),
-                p.value.to_string(),
-                "fitted".to_string(),
-                mib(f.peak_allocated_bytes, 2).to_string(),
-                mib(f.peak_reserved_bytes, 2).to_string(),
-                percent(f.peak_reserved_share()).to_string(),
-                f.warm_forward_median_wall_seconds
-                    .map_or_else(|| "-".to_string(), |s| format!("{:.3}", s * 1e3)),
-            ],
-            PointOutcome::OutOfMemory { .. } => [
-                p.step.to_string(),
-                p.value.to_string(),
-                "out of memory".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-            ],
-        })
-        .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: &[&str]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i == 2 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let _ = writeln!(out, "  {}", line(&header));
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        let _ = writeln!(out, "  {}", line(&cells));
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    rows.extend(
+        result
+            .points_by_value()
+            .into_iter()
+            .map(|p| match &p.outcome {
+                PointOutcome::Fitted(f) => vec![
+                    p.step.to_string(),
+                    p.value.to_string(),
+                    "fitted".to_string(),
+                    mib(f.peak_allocated_bytes, 2).to_string(),
+                    mib(f.peak_reserved_bytes, 2).to_string(),
+                    percent(f.peak_reserved_share()).to_string(),
+                    f.warm_forward_median_wall_seconds
+                        .map_or_else(|| "-".to_string(), |s| format!("{:.3}", s * 1e3)),
+                ],
+                PointOutcome::OutOfMemory { .. } => vec![
+                    p.step.to_string(),
+                    p.value.to_string(),
+                    "out of memory".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                ],
+            }),
+    );
+    for line in lab::table::align(&rows, |i| i == 2) {
+        let _ = writeln!(out, "  {line}");
     }
     match result.largest_fitted() {
         Some((point, f)) => {
