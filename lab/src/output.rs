@@ -48,7 +48,7 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     let appeared = || {
         Error::usage(format!(
-            "{} appeared meanwhile: nothing was overwritten; choose a new file name",
+            "{} appeared during the run: nothing was overwritten; choose a new file name",
             path.display()
         ))
     };
