@@ -361,6 +361,7 @@ def synthetic_model_info(batch, context, width, dtype):
     parameters = width * hidden + hidden + hidden * width + width
     return {
         "architecture": f"Linear({width}->{hidden}, bias) -> GELU(erf) -> Linear({hidden}->{width}, bias)",
+        "autograd": "inference_mode",
         "width": width,
         "hidden": hidden,
         "parameters": parameters,
@@ -489,8 +490,8 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
     Phases: model_load, inputs, cold_forward, warmup (all warm-up passes in one row, also
     when there are none), then one warm_forward row per repetition. Each forward's output is
     alive at its phase's end reading and freed right after it, before the next phase starts;
-    weights, input and the allocator cache persist (no empty_cache). No gradients, no
-    autocast; TF32 is left as PyTorch has it and recorded. Raises KitError: exit 2 for bad
+    weights, input and the allocator cache persist (no empty_cache). Inference mode (no
+    gradients), no autocast; TF32 is left as PyTorch has it and recorded. Raises KitError: exit 2 for bad
     input, missing PyTorch or GPU; exit 1 for a failure during the run (out of memory).
     """
     batch = parse_int("--batch", batch, 1)
@@ -528,7 +529,7 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
         return torch.randn((batch, context, width), dtype=torch_dtype, device=gpu, generator=generator)
 
     try:
-        with torch.cuda.device(gpu), torch.no_grad():
+        with torch.cuda.device(gpu), torch.inference_mode():
             row, model = _run_phase(torch, gpu, phase, None, 0, build_model)
             phases.append(row)
             phase = "inputs"

@@ -217,12 +217,22 @@ impl Configuration {
     }
 }
 
+/// The autograd mode of every forward, recorded as `synthetic_model.autograd`. Inference mode
+/// is PyTorch's recommended mode for code that never needs gradients ("Inference Mode",
+/// https://docs.pytorch.org/docs/stable/notes/autograd.html#inference-mode).
+pub const AUTOGRAD_MODE: &str = "inference_mode";
+
 /// Analytic sizes of the synthetic MLP `Linear(width → 4·width) → GELU(erf) → Linear(4·width →
 /// width)`, both with bias (`synthetic_model` in the document). Nothing here is measured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyntheticModel {
     /// Human-readable layer list.
     pub architecture: String,
+    /// Autograd mode the forwards run under: `"inference_mode"` (`c10::InferenceMode` in Rust,
+    /// `torch.inference_mode()` in Python: no gradients, no autograd bookkeeping). `None` in
+    /// documents written before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autograd: Option<String>,
     /// Model width.
     pub width: u64,
     /// Hidden width = 4 × width.
@@ -258,6 +268,7 @@ impl SyntheticModel {
             architecture: format!(
                 "Linear({width}->{hidden}, bias) -> GELU(erf) -> Linear({hidden}->{width}, bias)"
             ),
+            autograd: Some(AUTOGRAD_MODE.to_owned()),
             width,
             hidden,
             parameters,
@@ -624,6 +635,7 @@ mod tests {
         assert_eq!(m.hidden, 256);
         assert_eq!(m.parameters, 64 * 256 + 256 + 256 * 64 + 64);
         assert_eq!(m.parameters, 33_088);
+        assert_eq!(m.autograd.as_deref(), Some("inference_mode"));
         assert_eq!(m.parameter_bytes, 132_352);
         assert_eq!(m.input_bytes, 4_096);
         assert_eq!(m.output_bytes, 4_096);

@@ -311,6 +311,7 @@ class SyntheticModel(unittest.TestCase):
         self.assertEqual(info["input_bytes"], 16 * 64 * 4)
         self.assertEqual(info["output_bytes"], 16 * 64 * 4)
         self.assertEqual(info["flops_per_forward"], 2 * 16 * (64 * 256 * 2))
+        self.assertEqual(info["autograd"], "inference_mode")
 
     def test_large_bfloat16(self):
         info = mm.synthetic_model_info(2, 128, 1024, "bfloat16")
@@ -483,7 +484,7 @@ def make_fake_torch(fail_in=None):
     )
     torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False)))
     torch.device = lambda kind, index: f"{kind}:{index}"
-    torch.no_grad = contextlib.nullcontext
+    torch.inference_mode = lambda: (log("inference_mode"), contextlib.nullcontext())[1]
     torch.manual_seed = lambda seed: log("manual_seed")
     torch.nn = types.SimpleNamespace(Sequential=Sequential, Linear=Linear, GELU=GELU)
     torch.Generator = Generator
@@ -554,7 +555,8 @@ class PhaseProtocol(unittest.TestCase):
             "max_memory_allocated",
             "max_memory_reserved",
         ]
-        self.assertEqual(calls, one_phase * 6)
+        # inference mode is entered once, before the first phase
+        self.assertEqual(calls, ["inference_mode"] + one_phase * 6)
 
     def test_outputs_live_until_the_reading_and_are_freed_before_the_next_phase(self):
         document = self.measure(warmup=3, repeats=2)
