@@ -101,13 +101,15 @@ fn synthetic_document_is_valid_and_round_trips() {
     assert!(!errors(&validator, &bad).is_empty());
 }
 
-/// Measurement documents under examples/h200/ and examples/h200/bench/ (the environment
-/// answers and the benchmark summary are other kinds of files).
+/// Measurement documents under examples/h200/ and its run folders (`bench/` of run 1, `run3/`,
+/// `sweep/`); the environment answers and the benchmark summaries are other kinds of files.
 fn example_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for dir in [
         root().join("examples/h200"),
         root().join("examples/h200/bench"),
+        root().join("examples/h200/run3"),
+        root().join("examples/h200/sweep"),
     ] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
@@ -118,7 +120,8 @@ fn example_files() -> Vec<PathBuf> {
                 && (name.starts_with("rust-")
                     || name.starts_with("python-")
                     || name.starts_with("bench-rust-")
-                    || name.starts_with("bench-python-"))
+                    || name.starts_with("bench-python-")
+                    || name.starts_with("context-"))
         }));
     }
     files.sort();
