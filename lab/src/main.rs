@@ -14,10 +14,25 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("lab: error: {error}");
+            eprintln!("lab: error: {}", one_line(&error.to_string()));
             ExitCode::from(error.exit_code())
         }
     }
+}
+
+/// `message` with every control character escaped (`\n`, `\r`, `\t`, `\u{1b}`...), so that
+/// an error quoting user input stays exactly one line on stderr and never sends escape
+/// sequences to the terminal. Backslashes and printable text are left as they are.
+fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Help and version go to stdout as clap prints them; a real usage error becomes one line
@@ -37,6 +52,16 @@ fn usage_error(error: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         };
     }
+    // clap quotes arguments as typed. Parse once more with every argument's control
+    // characters escaped, so that an argument holding a newline or a blank line cannot cut the
+    // message short or split it; keep the first error if that parse does not fail the same way.
+    let escaped: Vec<String> = std::env::args_os()
+        .map(|arg| one_line(&arg.to_string_lossy()))
+        .collect();
+    let error = match cli::Cli::try_parse_from(&escaped) {
+        Err(again) if again.kind() == error.kind() => again,
+        _ => error,
+    };
     // clap's message runs until the first blank line (then come tips and usage).
     let rendered = error.render().to_string();
     let message: Vec<&str> = rendered
@@ -47,6 +72,6 @@ fn usage_error(error: clap::Error) -> ExitCode {
         .collect();
     let first = message.join(" ");
     let first = first.trim_start_matches("error: ");
-    eprintln!("lab: error: {first} (see `lab --help`)");
+    eprintln!("lab: error: {} (see `lab --help`)", one_line(first));
     ExitCode::from(2)
 }
