@@ -50,7 +50,8 @@ pub fn lots_needed(gpus: u64, gpus_per_lot: u32) -> u64 {
 ///
 /// # Errors
 /// [`Error::Usage`] when `gpus` or `accepted_results` is 0, when `days` is not a sold
-/// duration (lists them), or when a total overflows a signed 64-bit cent count.
+/// duration (lists them), or when a total overflows a signed 64-bit cent count (the message
+/// names the GPUs asked for and says to ask for fewer).
 pub fn compare(
     catalog: &Catalog,
     gpus: u64,
@@ -64,6 +65,16 @@ pub fn compare(
     let mut rows: Vec<(&crate::catalog::Entry, Quote)> = Vec::new();
     for entry in catalog.entries().iter().filter(|e| e.days == days) {
         let lots = lots_needed(gpus, entry.gpus_per_lot);
+        // Checked here so that the message speaks of the GPUs asked for, not of lots the user
+        // never typed (pricing::quote would say "buy fewer lots").
+        if pricing::package_total_cents(entry.price_cents, lots).is_err() {
+            return Err(Error::usage(format!(
+                "--gpus {gpus} is too many: {lots} lot(s) of {} for {days} days would cost more \
+                 than a signed 64-bit cent count holds ({} cents); ask for fewer GPUs",
+                entry.gpu,
+                i64::MAX
+            )));
+        }
         let quote = pricing::quote(catalog, &entry.gpu, days, lots, accepted_results)?;
         rows.push((entry, quote));
     }
@@ -141,5 +152,16 @@ mod tests {
         let overflow = compare(&catalog, u64::MAX, 30, None).unwrap_err();
         assert_eq!(overflow.exit_code(), 2);
         assert!(overflow.to_string().contains("64-bit"), "{overflow}");
+        assert!(
+            overflow
+                .to_string()
+                .starts_with(&format!("--gpus {} is too many", u64::MAX)),
+            "{overflow}"
+        );
+        assert!(
+            overflow.to_string().contains("ask for fewer GPUs"),
+            "{overflow}"
+        );
+        assert!(!overflow.to_string().contains("lots;"), "{overflow}");
     }
 }

@@ -7,9 +7,10 @@ fn lab() -> Command {
     Command::cargo_bin("lab").unwrap()
 }
 
-fn usage_error(args: &[&str], needle: &str) {
+/// Checks exit 2, one stderr line containing `needle`, nothing on stdout; returns stderr.
+fn usage_error(args: &[&str], needle: &str) -> String {
     let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
     assert!(output.stdout.is_empty(), "{args:?}");
     assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
@@ -17,6 +18,7 @@ fn usage_error(args: &[&str], needle: &str) {
         stderr.contains(needle),
         "{args:?}: expected '{needle}' in {stderr}"
     );
+    stderr
 }
 
 fn json(args: &[&str]) -> Value {
@@ -142,6 +144,13 @@ fn bad_input() {
         &["compare", "--gpus", "18446744073709551615", "--days", "30"],
         "64-bit",
     );
+    // The overflow speaks of the GPUs the user asked for, never of lots they did not type.
+    let stderr = usage_error(
+        &["compare", "--gpus", "9223372036854775807", "--days", "7"],
+        "--gpus 9223372036854775807 is too many",
+    );
+    assert!(stderr.contains("ask for fewer GPUs"), "{stderr}");
+    assert!(!stderr.contains("buy fewer lots"), "{stderr}");
 }
 
 #[test]
