@@ -154,16 +154,19 @@ pub struct EnvironmentReport {
     pub device: String,
     /// Path of the worker that answered, if one was found.
     pub worker: Option<String>,
-    /// Whether libtorch could be loaded by the worker.
-    pub libtorch_available: bool,
+    /// Whether the worker could load libtorch: `Some(false)` when the loader failed,
+    /// `Some(true)` once the worker answered, `None` (unknown) when no worker started or it
+    /// gave no readable answer.
+    pub libtorch_available: Option<bool>,
     /// libtorch's version.
     pub torch_version: Option<String>,
     /// CUDA version libtorch was built with.
     pub cuda_build_version: Option<String>,
     /// HIP version libtorch was built with.
     pub hip_build_version: Option<String>,
-    /// GPUs visible to libtorch (0 when none or unknown).
-    pub device_count: u64,
+    /// GPUs visible to libtorch (`Some(0)` when it sees none), `None` when unknown (no worker,
+    /// no libtorch, no readable answer).
+    pub device_count: Option<u64>,
     /// Whether the asked device exists and answered.
     pub device_available: bool,
     /// Name, compute capability, memory and multiprocessors of that device.
@@ -184,11 +187,11 @@ impl EnvironmentReport {
             runtime: Runtime::rust(),
             device: device.to_owned(),
             worker: None,
-            libtorch_available: false,
+            libtorch_available: None,
             torch_version: None,
             cuda_build_version: None,
             hip_build_version: None,
-            device_count: 0,
+            device_count: None,
             device_available: false,
             device_info: None,
             tf32_matmul_allowed: None,
@@ -199,11 +202,11 @@ impl EnvironmentReport {
 
     /// Fills in what the worker reported.
     pub fn absorb(&mut self, worker: &WorkerEnvironment) {
-        self.libtorch_available = true;
+        self.libtorch_available = Some(true);
         self.torch_version = Some(worker.torch_version.clone());
         self.cuda_build_version = worker.cuda_build_version.clone();
         self.hip_build_version = worker.hip_build_version.clone();
-        self.device_count = worker.device_count;
+        self.device_count = Some(worker.device_count);
         self.device_info = worker.device.clone();
         self.device_available = worker.device.is_some();
         self.tf32_matmul_allowed = worker.tf32_matmul_allowed;
@@ -216,13 +219,15 @@ impl EnvironmentReport {
     /// what is missing.
     pub fn text(&self) -> String {
         let na = |why: &str| format!("not available ({why})");
-        let why = if self.worker.is_none() {
-            "no torch worker, see note"
-        } else if !self.libtorch_available {
-            "libtorch not loaded, see note"
-        } else {
-            "see note"
+        let why = match (&self.worker, self.libtorch_available) {
+            (None, _) => "no torch worker, see note",
+            (Some(_), Some(false)) => "libtorch not loaded, see note",
+            // The worker started but its answer (if any) could not be read: nothing is known
+            // about libtorch, so do not blame it.
+            (Some(_), None) => "the torch worker gave no readable answer, see note",
+            (Some(_), Some(true)) => "see note",
         };
+        let loaded = self.libtorch_available == Some(true);
         let mut out = String::new();
         let mut line = |label: &str, value: String| {
             let _ = writeln!(out, "{label:<30}{value}");
@@ -241,22 +246,16 @@ impl EnvironmentReport {
             self.torch_version.clone().unwrap_or_else(|| na(why)),
         );
         let built = |v: &Option<String>| {
-            v.clone().unwrap_or_else(|| {
-                if self.libtorch_available {
-                    "none".to_owned()
-                } else {
-                    na(why)
-                }
-            })
+            v.clone()
+                .unwrap_or_else(|| if loaded { "none".to_owned() } else { na(why) })
         };
         line("CUDA version (built with)", built(&self.cuda_build_version));
         line("HIP version (built with)", built(&self.hip_build_version));
         line(
             "device count",
-            if self.libtorch_available {
-                self.device_count.to_string()
-            } else {
-                na(why)
+            match self.device_count {
+                Some(count) => count.to_string(),
+                None => na(why),
             },
         );
         match &self.device_info {
@@ -308,6 +307,26 @@ mod tests {
         assert!(text.contains("not available (no torch worker, see note)"));
         assert!(text.contains("note: no worker"));
         assert!(text.contains("Rust (build)"));
+        assert!(text.contains("device count                  not available (no torch worker"));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["device_count"], serde_json::Value::Null);
+        assert_eq!(json["libtorch_available"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn worker_without_readable_answer_does_not_blame_libtorch() {
+        let mut report = EnvironmentReport::new("cuda:0");
+        report.worker = Some("/bin/true".to_owned());
+        let text = report.text();
+        assert!(
+            text.contains("libtorch                      not available (the torch worker gave no readable answer, see note)"),
+            "{text}"
+        );
+        assert!(!text.contains("libtorch not loaded"), "{text}");
+        report.libtorch_available = Some(false);
+        assert!(report.text().contains(
+            "libtorch                      not available (libtorch not loaded, see note)"
+        ));
     }
 
     #[test]
@@ -329,6 +348,9 @@ mod tests {
         };
         let mut report = EnvironmentReport::new("cuda:0");
         report.absorb(&worker);
+        assert_eq!(report.device_count, Some(1));
+        assert_eq!(report.libtorch_available, Some(true));
+        assert!(report.text().contains("device count                  1\n"));
         assert!(
             report.text().contains("150109880320 bytes (139.80 GiB)"),
             "{}",

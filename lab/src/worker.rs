@@ -169,7 +169,9 @@ impl Unavailable {
 }
 
 /// Finds the worker: `explicit` (`--worker PATH`), else `$LAB_TORCH_WORKER`, else
-/// `lab-torch-worker` in the folder of the running `lab` executable.
+/// `lab-torch-worker` in the folder of the running `lab` executable. The path must be an
+/// executable regular file; the message says whether it is missing, a folder or not
+/// executable.
 pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailable> {
     let (candidate, how) = if let Some(path) = explicit {
         (path.to_path_buf(), "--worker")
@@ -184,13 +186,45 @@ pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailab
         let folder = exe.parent().map(Path::to_path_buf).unwrap_or_default();
         (folder.join(WORKER_NAME), "next to lab")
     };
-    if candidate.is_file() {
-        Ok(candidate)
-    } else {
-        Err(Unavailable::NoWorker(format!(
+    match std::fs::metadata(&candidate) {
+        Ok(metadata) if metadata.is_file() => {
+            if is_executable(&metadata) {
+                Ok(candidate)
+            } else {
+                Err(Unavailable::NoWorker(format!(
+                    "{} ({how}) is a file but not executable; make it executable \
+                     (chmod +x) or {BUILD_HINT}",
+                    candidate.display()
+                )))
+            }
+        }
+        Ok(metadata) => Err(Unavailable::NoWorker(format!(
+            "{} ({how}) is {}, not the {WORKER_NAME} executable: {BUILD_HINT}",
+            candidate.display(),
+            if metadata.is_dir() {
+                "a folder"
+            } else {
+                "not a regular file"
+            }
+        ))),
+        Err(_) => Err(Unavailable::NoWorker(format!(
             "the GPU worker {WORKER_NAME} is not installed ({} not found, {how}): {BUILD_HINT}",
             candidate.display()
-        )))
+        ))),
+    }
+}
+
+/// Whether anyone may execute the file (always true off Unix, where the start will tell).
+fn is_executable(metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        metadata.permissions().mode() & 0o111 != 0
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        true
     }
 }
 
@@ -207,7 +241,9 @@ fn library_path() -> Option<OsString> {
 }
 
 /// Starts `worker`, sends `request`, and returns its reply. `Err(Unavailable)` when it cannot
-/// start or cannot load libtorch; `Ok(Err(Error))` for an unreadable or crashed answer.
+/// start or cannot load libtorch; `Ok(Err(Error))` (a runtime error) when it ended without an
+/// answer (crashed, killed, printed nothing: the message says "ended without an answer") or
+/// printed one that is not a [`WorkerReply`] ("gave an unreadable answer").
 pub fn call(
     worker: &Path,
     request: &WorkerRequest,
@@ -259,23 +295,24 @@ pub fn call(
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'));
-    match line.map(serde_json::from_str::<WorkerReply>) {
-        Some(Ok(reply)) => Ok(Ok(reply)),
-        _ => {
-            let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-            let last = tail.last().copied().unwrap_or("no message");
-            let lowered = stderr.to_lowercase();
-            let kind = if lowered.contains("out of memory") {
-                "out of memory: "
-            } else {
-                ""
-            };
-            Ok(Err(Error::runtime(format!(
-                "{kind}the GPU worker ended without an answer ({}; {last}); no file was written",
-                output.status
-            ))))
-        }
-    }
+    let what = match line.map(serde_json::from_str::<WorkerReply>) {
+        Some(Ok(reply)) => return Ok(Ok(reply)),
+        Some(Err(e)) => format!("gave an unreadable answer ({e})"),
+        // Printed something, but nothing that looks like a JSON reply.
+        None if !stdout.trim().is_empty() => "gave an unreadable answer (no JSON object)".into(),
+        None => "ended without an answer".into(),
+    };
+    let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = tail.last().copied().unwrap_or("no message");
+    let kind = if stderr.to_lowercase().contains("out of memory") {
+        "out of memory: "
+    } else {
+        ""
+    };
+    Ok(Err(Error::runtime(format!(
+        "{kind}the GPU worker {what} ({}; {last}); no file was written",
+        output.status
+    ))))
 }
 
 #[cfg(test)]

@@ -318,17 +318,128 @@ fn environment_exits_0_and_says_not_available() {
         "error while loading shared libraries: libtorch_cpu.so: cannot open shared object file";
     let worker = fake_worker(dir.path(), "w", loader, "", 127);
     let output = lab()
-        .args(["environment", "--json", "--worker"])
+        .args(["environment", "--device", "cuda:0", "--json", "--worker"])
         .arg(&worker)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["libtorch_available"], false);
+    // Unknown, not zero: the text says "not available" for it.
+    assert_eq!(json["device_count"], serde_json::Value::Null);
     assert!(json["problems"][0].as_str().unwrap().contains("libtorch"));
     let output = lab()
         .args(["environment", "--device", "cpu"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn environment_requires_the_device() {
+    // SPEC: the device is always named explicitly (as `mesure_memoire.py environment`).
+    let output = lab()
+        .args(["environment", "--json", "--worker", "/nonexistent"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--device"), "{stderr}");
+}
+
+/// `lab environment --device cuda:0 --worker <worker>` as text (exit 0 checked).
+fn environment_text(worker: &Path) -> String {
+    let output = lab()
+        .args(["environment", "--device", "cuda:0", "--worker"])
+        .arg(worker)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn environment_names_a_folder_given_as_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = environment_text(dir.path());
+    assert!(
+        text.contains("is a folder, not the lab-torch-worker executable"),
+        "{text}"
+    );
+    assert!(!text.contains("not found"), "{text}");
+    // and `lab measure` says the same, exit 2
+    let out = dir.path().join("m.json");
+    fails(&measure_args("cuda:0", &out, dir.path()), 2, "is a folder");
+    // a file that is not executable
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    let text = environment_text(&plain);
+    assert!(text.contains("not executable"), "{text}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn worker_without_answer_is_not_blamed_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    // Prints nothing and exits 0, like /bin/true.
+    let silent = fake_worker(dir.path(), "silent", "", "", 0);
+    let text = environment_text(&silent);
+    assert!(
+        text.contains("libtorch                      not available (the torch worker gave no readable answer, see note)"),
+        "{text}"
+    );
+    assert!(!text.contains("libtorch not loaded"), "{text}");
+    assert!(
+        text.contains("note: the GPU worker ended without an answer"),
+        "{text}"
+    );
+    assert!(!text.contains("no file was written"), "{text}");
+    // Prints broken JSON.
+    let garbled = fake_worker(dir.path(), "garbled", "", r#"{"environment": 42"#, 0);
+    let text = environment_text(&garbled);
+    assert!(
+        text.contains("the torch worker gave no readable answer"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: the GPU worker gave an unreadable answer"),
+        "{text}"
+    );
+    let output = lab()
+        .args(["environment", "--device", "cuda:0", "--json", "--worker"])
+        .arg(&garbled)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["libtorch_available"], serde_json::Value::Null);
+    assert_eq!(json["device_count"], serde_json::Value::Null);
+    assert_eq!(json["worker"], garbled.display().to_string());
+}
+
+#[test]
+fn measure_with_an_unreadable_answer_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let garbled = fake_worker(dir.path(), "w", "", r#"{"measurement": {"phases": 3}}"#, 0);
+    let stderr = fails(
+        &measure_args("cuda:0", &out, &garbled),
+        1,
+        "the GPU worker gave an unreadable answer",
+    );
+    assert!(!stderr.contains("ended without an answer"), "{stderr}");
+    let chatty = fake_worker(dir.path(), "w2", "", "hello", 0);
+    fails(
+        &measure_args("cuda:0", &out, &chatty),
+        1,
+        "gave an unreadable answer (no JSON object)",
+    );
+    let silent = fake_worker(dir.path(), "w3", "", "", 0);
+    fails(
+        &measure_args("cuda:0", &out, &silent),
+        1,
+        "the GPU worker ended without an answer",
+    );
+    assert!(!out.exists());
 }

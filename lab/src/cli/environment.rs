@@ -3,14 +3,14 @@
 
 use lab::environment::{query_driver, EnvironmentReport};
 use lab::measure::parse_device;
-use lab::worker::{self, WorkerReply, WorkerRequest};
+use lab::worker::{self, Unavailable, WorkerReply, WorkerRequest};
 use std::path::PathBuf;
 
 /// Flags of `lab environment`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to describe, `cuda:N`.
-    #[arg(long, value_name = "cuda:N", default_value = "cuda:0")]
+    /// GPU to describe, `cuda:N` (no default: the device is always named explicitly).
+    #[arg(long, value_name = "cuda:N")]
     device: String,
     /// Print one JSON object instead of the report.
     #[arg(long)]
@@ -35,13 +35,33 @@ pub fn run(args: Args) -> lab::Result<()> {
                     device_index: index,
                 };
                 match worker::call(&path, &request) {
-                    Err(u) => report.problems.push(u.message()),
-                    Ok(Err(e)) => report.problems.push(e.to_string()),
+                    Err(u) => {
+                        match u {
+                            Unavailable::NoLibtorch(_) => report.libtorch_available = Some(false),
+                            // Found but could not be started: no worker to speak of.
+                            Unavailable::NoWorker(_) => report.worker = None,
+                        }
+                        report.problems.push(u.message());
+                    }
+                    // No readable answer: libtorch's state stays unknown. (The message is
+                    // shared with `lab measure`; this command never writes a file.)
+                    Ok(Err(e)) => report.problems.push(
+                        e.to_string()
+                            .trim_end_matches("; no file was written")
+                            .to_owned(),
+                    ),
                     Ok(Ok(WorkerReply::Environment(env))) => report.absorb(&env),
-                    Ok(Ok(WorkerReply::Error(e))) => report.problems.push(e.message),
-                    Ok(Ok(WorkerReply::Measurement(_))) => report
-                        .problems
-                        .push("the GPU worker answered another question".into()),
+                    // A worker that answers at all was started by the loader with libtorch.
+                    Ok(Ok(WorkerReply::Error(e))) => {
+                        report.libtorch_available = Some(true);
+                        report.problems.push(e.message);
+                    }
+                    Ok(Ok(WorkerReply::Measurement(_))) => {
+                        report.libtorch_available = Some(true);
+                        report
+                            .problems
+                            .push("the GPU worker answered another question".into());
+                    }
                 }
             }
         },
