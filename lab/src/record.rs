@@ -94,37 +94,84 @@ fn check_text(flag: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks `YYYY-MM-DDTHH:MM:SSZ` with plausible ranges.
+/// Checks that `date` is a real UTC instant written `YYYY-MM-DDTHH:MM:SSZ` (the protocol's
+/// form): the shape first, then the calendar through the `time` crate's RFC 3339 parser, so
+/// `2026-02-30T00:00:00Z` or `2026-04-31T10:00:00Z` are refused. Only the `Z` suffix is
+/// accepted (no offset, no fraction): the grid's dates are compared as text.
 pub fn check_date_utc(text: &str) -> Result<()> {
-    let b = text.as_bytes();
-    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-        let s = text.get(r)?;
-        if s.bytes().all(|c| c.is_ascii_digit()) {
-            s.parse().ok()
-        } else {
-            None
-        }
+    let bad = |why: &str| {
+        Err(Error::usage(format!(
+            "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got '{text}' ({why})"
+        )))
     };
+    let b = text.as_bytes();
+    let digit_at = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
     let shape = b.len() == 20
+        && [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
+            .iter()
+            .all(|&i| digit_at(i))
         && b[4] == b'-'
         && b[7] == b'-'
         && b[10] == b'T'
         && b[13] == b':'
         && b[16] == b':'
         && b[19] == b'Z';
-    let ok = shape
-        && digits(0..4).is_some()
-        && digits(5..7).is_some_and(|m| (1..=12).contains(&m))
-        && digits(8..10).is_some_and(|d| (1..=31).contains(&d))
-        && digits(11..13).is_some_and(|h| h <= 23)
-        && digits(14..16).is_some_and(|m| m <= 59)
-        && digits(17..19).is_some_and(|s| s <= 60);
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::usage(format!(
-            "--date-utc must look like 2026-10-02T14:05:00Z (UTC), got '{text}'"
-        )))
+    if !shape {
+        return bad("expected YYYY-MM-DDTHH:MM:SSZ");
+    }
+    match time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339) {
+        Ok(_) => Ok(()),
+        Err(e) => bad(&format!("not a date on the calendar: {e}")),
+    }
+}
+
+/// Characters that make a spreadsheet (Excel, LibreOffice, Google Sheets) read a cell as a
+/// formula, or that such programs strip before doing so: `=`, `+`, `-`, `@`, tab, CR.
+pub const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Refuses text that a spreadsheet opening the grid would run as a formula (CSV injection).
+///
+/// Refusing rather than prefixing a quote (`'=...`): the grid is an append-only log read by
+/// people, by the kit's Python scripts and by `lab` itself, and a row can never be corrected
+/// in place. A silently altered value would be recorded for ever as something the user did
+/// not type, and readers other than spreadsheets would see the quote as part of the value. A
+/// refusal costs one retyped flag and leaves the log exactly as typed.
+///
+/// `numeric` fields (`--threshold`, `--observed`) accept a signed decimal number such as
+/// `-0.5` or `+3`, which spreadsheets read as a number, not a formula.
+pub fn check_formula(flag: &str, value: &str, numeric: bool) -> Result<()> {
+    let Some(first) = value.chars().next() else {
+        return Ok(());
+    };
+    if !FORMULA_PREFIXES.contains(&first) || (numeric && is_signed_number(value)) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "{flag} starts with '{}', which a spreadsheet would run as a formula; reword it so it \
+         starts with a letter, a digit or a comparison sign (e.g. >=0.92)",
+        first.escape_default()
+    )))
+}
+
+/// `[+-]digits[.digits]`, with at least one digit.
+fn is_signed_number(value: &str) -> bool {
+    let unsigned = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    !(whole.is_empty() && fraction.is_empty())
+        && whole.bytes().all(|c| c.is_ascii_digit())
+        && fraction.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Refuses accepted results on a run that accepted none by definition: only a `completed` run
+/// can have units meeting the threshold (`rejected` means completed but below it; `failed`
+/// and `interrupted` produced nothing to accept). 0 is allowed for every outcome.
+pub fn check_outcome_and_accepted(outcome: &str, accepted_results: Option<u64>) -> Result<()> {
+    match accepted_results {
+        Some(k) if k > 0 && outcome != "completed" => Err(Error::usage(format!(
+            "--accepted-results {k} contradicts --outcome {outcome}: a {outcome} run has no \
+             accepted result; give --accepted-results 0 (or leave it out), or --outcome completed"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -133,10 +180,13 @@ pub fn check_date_utc(text: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Usage`] (exit 2, nothing written) for: a GPU not in the catalog, a bad duration or
-/// lot count, an unreadable or invalid measurement file, a grid that is missing, not UTF-8,
-/// whose header is not the kit's or whose rows are malformed, a measurement already recorded,
-/// a `run_id` already used, bad text. [`Error::Runtime`] (exit 1) when the append itself
-/// fails (the grid is then left exactly as it was).
+/// lot count, an unknown outcome, accepted results on a run that is not `completed`, a date
+/// that is not a real UTC time, text with control characters or starting like a spreadsheet
+/// formula, a measurement path that is not a file or not a measurement document, a grid path
+/// that is not a file, a grid that is not UTF-8, whose header is not the kit's or whose rows
+/// are malformed, a measurement already recorded, a `run_id` already used.
+/// [`Error::Runtime`] (exit 1, nothing written) when the measurement or the grid is missing or
+/// cannot be read, and when the append itself fails (the grid is then left exactly as it was).
 pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Result<Appended> {
     crate::pricing::quote(catalog, input.gpu, input.days, input.lots, None)?;
     if !OUTCOMES.contains(&input.outcome) {
@@ -146,17 +196,19 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
             input.outcome
         )));
     }
-    for (flag, value) in [
-        ("--run-id", input.run_id),
-        ("--quality-metric", input.quality_metric),
-        ("--threshold", input.threshold),
-        ("--observed", input.observed),
-        ("--notes", input.notes),
+    for (flag, value, numeric) in [
+        ("--run-id", input.run_id, false),
+        ("--quality-metric", input.quality_metric, false),
+        ("--threshold", input.threshold, true),
+        ("--observed", input.observed, true),
+        ("--notes", input.notes, false),
     ] {
         if let Some(value) = value {
             check_text(flag, value)?;
+            check_formula(flag, value, numeric)?;
         }
     }
+    check_outcome_and_accepted(input.outcome, input.accepted_results)?;
     if input.run_id.is_some_and(|r| r.trim().is_empty()) {
         return Err(Error::usage("--run-id must not be empty"));
     }
@@ -166,12 +218,22 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
     let measurement: Option<LoadedMeasurement> =
         input.measurement.map(read_measurement).transpose()?;
 
+    // A path that is not a regular file is bad input (2); a grid that cannot be opened is a
+    // runtime failure (1), as for every file `lab` reads.
+    if let Ok(metadata) = std::fs::metadata(grid) {
+        if !metadata.is_file() {
+            return Err(Error::usage(format!(
+                "{} is not a file; give the kit's resultats-bruts.csv with --results",
+                grid.display()
+            )));
+        }
+    }
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .append(true)
         .open(grid)
         .map_err(|e| {
-            Error::usage(format!(
+            Error::runtime(format!(
                 "cannot open the grid {}: {e}; give the kit's resultats-bruts.csv with --results",
                 grid.display()
             ))
@@ -406,8 +468,65 @@ mod tests {
             "2026-10-02T14:05:00+00:00",
             "",
             "２026-10-02T14:05:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-04-31T10:00:00Z",
+            "2025-02-29T10:00:00Z",
+            "2026-10-02T14:05:00z",
+            "2026-10-02t14:05:00Z",
         ] {
             assert!(check_date_utc(bad).is_err(), "{bad}");
+        }
+        assert!(check_date_utc("2028-02-29T23:59:59Z").is_ok());
+        let e = check_date_utc("2026-02-30T00:00:00Z").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("not a date on the calendar"), "{e}");
+    }
+
+    #[test]
+    fn formulas_are_refused_numbers_are_not() {
+        for (value, numeric) in [
+            ("=1+1", false),
+            ("+33", false),
+            ("-x", false),
+            ("@SUM(A1)", false),
+            ("\tx", false),
+            ("\rx", false),
+            ("=0.9", true),
+            ("-1+2", true),
+            ("+", true),
+            ("-.", true),
+            ("--1", true),
+        ] {
+            let e = check_formula("--notes", value, numeric).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{value}");
+            assert!(e.to_string().contains("formula"), "{value}: {e}");
+        }
+        for (value, numeric) in [
+            ("", false),
+            ("accuracy", false),
+            ("run 2 = run 1 again", false),
+            (">=0.92", true),
+            ("<= -0.1", true),
+            ("-0.5", true),
+            ("+3", true),
+            ("-.5", true),
+            ("7.", true),
+        ] {
+            assert!(check_formula("--x", value, numeric).is_ok(), "{value}");
+        }
+    }
+
+    #[test]
+    fn only_completed_runs_accept_results() {
+        for outcome in OUTCOMES {
+            assert!(check_outcome_and_accepted(outcome, None).is_ok());
+            assert!(check_outcome_and_accepted(outcome, Some(0)).is_ok());
+        }
+        assert!(check_outcome_and_accepted("completed", Some(50)).is_ok());
+        for outcome in ["failed", "interrupted", "rejected"] {
+            let e = check_outcome_and_accepted(outcome, Some(50)).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains(outcome), "{e}");
         }
     }
 

@@ -201,11 +201,13 @@ impl LoadedMeasurement {
 
 /// Reads, hashes and checks one measurement file.
 ///
-/// A missing or unreadable file is a usage error (exit 2) naming the file, like a document that
-/// does not match the schema.
+/// # Errors
+/// [`Error::Runtime`] (exit 1) naming the file when it is missing or cannot be read;
+/// [`Error::Usage`] (exit 2) when the path is not a regular file, is too large, or is not a
+/// measurement document matching the schema.
 pub fn read_measurement(path: &Path) -> Result<LoadedMeasurement> {
     let metadata = std::fs::metadata(path)
-        .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
     if !metadata.is_file() {
         return Err(Error::usage(format!(
             "{} is not a file: give a measurement JSON file (written by lab measure)",
@@ -220,7 +222,7 @@ pub fn read_measurement(path: &Path) -> Result<LoadedMeasurement> {
         )));
     }
     let bytes = std::fs::read(path)
-        .map_err(|e| Error::usage(format!("cannot read {}: {e}", path.display())))?;
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
     let document =
         parse_document(&bytes).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
     Ok(LoadedMeasurement {

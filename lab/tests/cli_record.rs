@@ -74,8 +74,13 @@ fn record(grid: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn usage_error(output: &std::process::Output, needle: &str) {
+    failure(output, 2, needle);
+}
+
+/// Exit `code`, nothing on stdout, one stderr line containing `needle`.
+fn failure(output: &std::process::Output, code: i32, needle: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
     assert!(output.stdout.is_empty());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
@@ -234,11 +239,17 @@ fn a_grid_that_is_not_the_kits_is_refused_untouched() {
             "{name} changed"
         );
     }
-    usage_error(
+    // A missing grid is a file that cannot be read: runtime failure, exit 1, nothing created.
+    failure(
         &record(&dir.path().join("missing.csv"), &["--measurement", m]),
+        1,
         "cannot open the grid",
     );
     assert!(!dir.path().join("missing.csv").exists());
+    // A folder given as the grid is bad input: exit 2.
+    let folder = dir.path().join("grid.d");
+    std::fs::create_dir(&folder).unwrap();
+    usage_error(&record(&folder, &["--measurement", m]), "is not a file");
 }
 
 #[test]
@@ -278,11 +289,47 @@ fn bad_input_is_refused_before_writing() {
         (vec!["--date-utc", "yesterday"], "--date-utc"),
         (vec!["--notes", "two\nlines"], "--notes"),
         (vec!["--run-id", " "], "--run-id"),
-        (vec!["--measurement", "/nonexistent/m.json"], "m.json"),
         (
             vec!["--measurement", not_measurement.to_str().unwrap()],
             "not a measurement document",
         ),
+        (
+            vec!["--measurement", dir.path().to_str().unwrap()],
+            "is not a file",
+        ),
+        // Not on the calendar, or not UTC `Z`.
+        (vec!["--date-utc", "2026-02-30T00:00:00Z"], "--date-utc"),
+        (vec!["--date-utc", "2026-04-31T10:00:00Z"], "not a date"),
+        (vec!["--date-utc", "2025-02-29T10:00:00Z"], "not a date"),
+        (
+            vec!["--date-utc", "2026-10-02T14:05:00+02:00"],
+            "--date-utc",
+        ),
+        (vec!["--date-utc", "2026-10-02T14:05:00.5Z"], "--date-utc"),
+        // Only a completed run can accept results.
+        (
+            vec!["--outcome", "failed", "--accepted-results", "50"],
+            "--accepted-results 50 contradicts --outcome failed",
+        ),
+        (
+            vec!["--outcome", "rejected", "--accepted-results", "1"],
+            "contradicts --outcome rejected",
+        ),
+        (
+            vec!["--outcome", "interrupted", "--accepted-results", "3"],
+            "contradicts --outcome interrupted",
+        ),
+        // Spreadsheet formula injection in free text.
+        (vec!["--notes", "=HYPERLINK(\"http://x\")"], "formula"),
+        (vec!["--notes", "+1+1"], "--notes starts with '+'"),
+        (vec!["--notes", "-2+3"], "--notes starts with '-'"),
+        (vec!["--notes", "@SUM(A1)"], "--notes starts with '@'"),
+        (vec!["--quality-metric", "=1+1"], "--quality-metric"),
+        (vec!["--run-id", "=cmd|' /C calc'!A0"], "--run-id"),
+        (vec!["--threshold", "=0.9"], "--threshold"),
+        (vec!["--observed", "-1+cmd"], "--observed"),
+        (vec!["--observed", "+"], "--observed"),
+        (vec!["--notes", "\tx"], "--notes"),
     ];
     for (args, needle) in cases {
         // defaults for the flags a case does not set
@@ -308,4 +355,62 @@ fn bad_input_is_refused_before_writing() {
         usage_error(&output, needle);
         assert_eq!(std::fs::read(&grid).unwrap(), before, "{args:?} wrote");
     }
+}
+
+#[test]
+fn missing_measurement_is_exit_1_and_writes_nothing() {
+    let (dir, grid) = setup();
+    let before = std::fs::read(&grid).unwrap();
+    let missing = dir.path().join("gone.json");
+    failure(
+        &record(&grid, &["--measurement", missing.to_str().unwrap()]),
+        1,
+        "gone.json",
+    );
+    assert_eq!(std::fs::read(&grid).unwrap(), before);
+}
+
+#[test]
+fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
+    let (dir, grid) = setup();
+    let m = measurement(dir.path(), "m.json", 7);
+    let output = record(
+        &grid,
+        &[
+            "--measurement",
+            m.to_str().unwrap(),
+            "--outcome",
+            "failed",
+            "--accepted-results",
+            "0",
+            "--date-utc",
+            "2028-02-29T23:59:59Z",
+            "--threshold",
+            "-0.5",
+            "--observed",
+            "+1.25",
+            "--notes",
+            "loss went to NaN; see run-0",
+            "--json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let row: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(row["row"]["outcome"], "failed");
+    assert_eq!(row["row"]["accepted_results"], 0);
+    assert_eq!(row["row"]["date_utc"], "2028-02-29T23:59:59Z");
+    assert_eq!(row["row"]["threshold"], "-0.5");
+    assert_eq!(row["row"]["observed"], "+1.25");
+    let text = std::fs::read_to_string(&grid).unwrap();
+    assert_eq!(
+        text.lines().nth(1).unwrap(),
+        format!(
+            "run-1,2028-02-29T23:59:59Z,m.json,{},b200,7,2,,-0.5,+1.25,0,failed,loss went to NaN; see run-0",
+            sha256(&m)
+        )
+    );
 }

@@ -81,9 +81,14 @@ fn files(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn usage_error(cmd: &mut Command, needle: &str) {
+    failure(cmd, 2, needle);
+}
+
+/// Exit `code`, nothing on stdout, one stderr line containing `needle`.
+fn failure(cmd: &mut Command, code: i32, needle: &str) {
     let output = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
     assert!(output.stdout.is_empty());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
@@ -188,10 +193,12 @@ fn svg_is_written_once_and_never_overwritten() {
 }
 
 #[test]
-fn bad_files_are_one_line_exit_2() {
+fn bad_files_are_one_line_exit_2_missing_ones_exit_1() {
     let dir = tempfile::tempdir().unwrap();
+    // A missing file is a runtime failure (exit 1), as for every file `lab` reads.
     let missing = dir.path().join("missing.json");
-    usage_error(lab().arg("report").arg(&missing), "missing.json");
+    failure(lab().arg("report").arg(&missing), 1, "cannot read");
+    failure(lab().arg("report").arg(&missing), 1, "missing.json");
 
     let not_json = dir.path().join("notes.json");
     std::fs::write(&not_json, "hello").unwrap();
@@ -213,14 +220,25 @@ fn bad_files_are_one_line_exit_2() {
     // a bad file among good ones: nothing printed, no SVG written
     let (a, _) = files(dir.path());
     let svg = dir.path().join("never.svg");
-    usage_error(
+    failure(
         lab()
             .arg("report")
             .arg(&a)
             .arg(&missing)
             .arg("--svg")
             .arg(&svg),
+        1,
         "missing.json",
+    );
+    assert!(!svg.exists());
+    usage_error(
+        lab()
+            .arg("report")
+            .arg(&a)
+            .arg(&not_json)
+            .arg("--svg")
+            .arg(&svg),
+        "not a measurement document",
     );
     assert!(!svg.exists());
 }

@@ -165,15 +165,17 @@ fn not_a_zip_is_exit_1_with_a_finding() {
 }
 
 #[test]
-fn missing_file_or_folder_is_exit_2() {
+fn missing_file_is_exit_1_folder_is_exit_2() {
     let dir = tempfile::tempdir().unwrap();
-    for (path, needle) in [
-        (dir.path().join("none.zip"), "cannot read"),
-        (dir.path().to_path_buf(), "is not a file"),
+    // Missing: a file that cannot be read, exit 1 (as `cargo xtask verify --archive`).
+    // A folder: bad input, exit 2.
+    for (path, code, needle) in [
+        (dir.path().join("none.zip"), 1, "cannot read"),
+        (dir.path().to_path_buf(), 2, "is not a file"),
     ] {
         let output = lab().arg("verify-kit").arg(&path).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert_eq!(output.status.code(), Some(code), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains(needle), "{stderr}");
         assert!(output.stdout.is_empty());

@@ -28,7 +28,8 @@ pub struct Args {
     /// Identifier of the run, unique in the grid [default: run-N, N = rows + 1].
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     run_id: Option<String>,
-    /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z [default: now].
+    /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z (a real date, `Z` only)
+    /// [default: now].
     #[arg(long, value_name = "TIME")]
     date_utc: Option<String>,
     /// Name of the quality metric fixed before the trial.
@@ -40,13 +41,15 @@ pub struct Args {
     /// The value the run obtained on that metric.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     observed: Option<String>,
-    /// Distinct units of this run that meet the threshold (0 when none do).
+    /// Distinct units of this run that meet the threshold (0 when none do; only a
+    /// `completed` run can have more than 0).
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
     accepted_results: Option<String>,
     /// completed, failed, interrupted or rejected (completed but below the threshold).
     #[arg(long, value_name = "OUTCOME", default_value = "completed")]
     outcome: String,
-    /// Free text (e.g. which earlier run_id this row corrects).
+    /// Free text (e.g. which earlier run_id this row corrects). Text flags may not start with
+    /// `=`, `+`, `-` or `@`, which spreadsheets run as formulas.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     notes: Option<String>,
     /// Catalog CSV to check the GPU against instead of the embedded one.
@@ -60,9 +63,12 @@ pub struct Args {
 /// Runs `lab record`.
 ///
 /// # Errors
-/// Usage (exit 2, nothing written) for bad flags, a GPU not in the catalog, an invalid
-/// measurement, a grid whose header is not the kit's, a measurement or run id already
-/// recorded; Runtime (exit 1) when the append fails (the grid is left as it was).
+/// Usage (exit 2, nothing written) for bad flags (a date that is not a real UTC time,
+/// accepted results on a run that is not `completed`, text starting like a spreadsheet
+/// formula), a GPU not in the catalog, an invalid measurement, a grid whose header is not the
+/// kit's, a measurement or run id already recorded; Runtime (exit 1, nothing written) for a
+/// missing or unreadable measurement or grid, and when the append fails (the grid is left as
+/// it was). See [`lab::record::append_run`].
 pub fn run(args: Args) -> Result<()> {
     let days = duration(&args.days)?;
     let lots = positive_integer("--lots", &args.lots, u64::MAX)?;

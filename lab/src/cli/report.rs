@@ -26,9 +26,10 @@ pub struct Args {
 /// Runs `lab report`.
 ///
 /// # Errors
-/// Usage (exit 2) for a missing, unreadable or invalid measurement file and for an `--svg`
-/// path that exists or whose folder does not (checked before anything is printed); Runtime
-/// (exit 1) when the chart cannot be drawn or written.
+/// Usage (exit 2) for a path that is not a file or not a measurement document, and for an
+/// `--svg` path that exists or whose folder does not (checked before anything is printed);
+/// Runtime (exit 1) for a missing or unreadable measurement file and when the chart cannot be
+/// drawn or written. Nothing is printed or written unless every file is good.
 pub fn run(args: Args) -> Result<()> {
     if let Some(svg) = &args.svg {
         // Checked before any work so that a bad --svg costs nothing; the write checks again.

@@ -21,12 +21,16 @@ pub struct Args {
 /// Runs `lab verify-kit`.
 ///
 /// # Errors
-/// Usage (exit 2) when the file does not exist or is not a regular file; Runtime (exit 1)
-/// when the archive does not match its manifest (every finding is printed first, by member
-/// name).
+/// Usage (exit 2) when the path is not a regular file (e.g. a folder); Runtime (exit 1) when
+/// the file is missing or unreadable (as `cargo xtask verify --archive`), and when the archive
+/// does not match its manifest (every finding is printed first, by member name).
 pub fn run(args: Args) -> Result<()> {
-    let metadata = std::fs::metadata(&args.archive)
-        .map_err(|e| Error::usage(format!("cannot read {}: {e}", args.archive.display())))?;
+    let metadata = std::fs::metadata(&args.archive).map_err(|e| {
+        Error::runtime(format!(
+            "cannot read {}: {e}; give the path of the kit's .zip archive",
+            args.archive.display()
+        ))
+    })?;
     if !metadata.is_file() {
         return Err(Error::usage(format!(
             "{} is not a file; give the kit's .zip archive",
