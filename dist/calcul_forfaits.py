@@ -12,8 +12,9 @@ same validation, same rounding, same exit codes and the same ``--json`` keys.
 * total = lot price x lots; GPUs = GPUs per lot x lots. No pro-rata, no currency conversion.
 * ``--accepted-results`` has no default; given, unit cost = package total / accepted
   results in USD, rounded half to even to 6 decimals. Absent, the unit cost is null.
-* Exit codes: 0 success; 2 bad input or invalid catalog (one line on stderr); 1 catalog file
-  that cannot be read.
+* Exit codes: 0 success; 2 bad input or invalid catalog (one line on stderr), including a
+  catalog path that is empty, not a regular file or larger than 1 MiB; 1 catalog file that
+  is missing or cannot be read, or standard output that cannot be written.
 """
 
 import argparse
@@ -23,6 +24,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 
 SNAPSHOT_DATE = "2026-09-24"
@@ -30,8 +32,15 @@ DURATIONS = (3, 7, 30)
 MODEL_COUNT = 15
 HEADER = ("gpu", "model", "gpus_per_lot", "days", "price_cents")
 CATALOG_NAME = "tarifs-forfaits.csv"
-# SHA-256 of the illustrative catalog shipped with v1: only labels the text output.
-ILLUSTRATIVE_SHA256 = "205e2341e44aa1fe981642d4edf8c76a9b590314c0598f7385cc5042b777fd78"
+# SHA-256 of the *content* of the shipped catalog (its rows in the canonical form of
+# content_sha256), the same constant as lab's catalog::SHIPPED_CONTENT_SHA256. A catalog with
+# these rows, whatever its bytes (BOM, CRLF, row order, extra columns), carries SNAPSHOT_DATE;
+# while SHIPPED_IS_ILLUSTRATIVE is true it is also labelled illustrative. Any other content
+# carries no date.
+SHIPPED_CONTENT_SHA256 = "d402c41982dbc5220353c1c15900bc78a2220a8105b3dde18f85cbe7218ac044"
+SHIPPED_IS_ILLUSTRATIVE = True
+# Largest catalog file read (1 MiB; the real catalog is about 2 KB).
+MAX_CATALOG_BYTES = 1 << 20
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 I64_MAX = 2**63 - 1
@@ -66,7 +75,7 @@ def positive_integer(flag, text, maximum):
     if value is None or value < 1 or value > maximum:
         hint = ""
         if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
-            hint = " (write all the digits, e.g. 7000000000)"
+            hint = " (digits only: no decimal point, exponent or separator)"
         raise PriceError(f"{flag} must be a whole number from 1 to {maximum}, got '{text}'{hint}")
     return value
 
@@ -102,14 +111,27 @@ def parse_catalog(data):
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise PriceError("the catalog is not UTF-8 text") from None
+    # Lines are counted at each line feed (LF or CRLF ends), as lab does; a carriage return
+    # alone or a NUL is refused with its line.
+    for match in re.finditer(r"\r(?!\n)|\x00", text):
+        line = 1 + text.count("\n", 0, match.start())
+        what = "a NUL character" if match.group() == "\x00" else "a carriage return without a line feed (end lines with LF or CRLF)"
+        raise PriceError(f"line {line}: {what}")
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_CATALOG_BYTES + 1))
     reader = csv.reader(io.StringIO(text, newline=""))
     records = []
+    start = 1
     try:
         for record in reader:
+            # A record starts on the line after the previous one ended (blank lines are
+            # empty records): the line lab reports.
             if record:
-                records.append((reader.line_num, record))
+                if any("\n" in field or "\r" in field for field in record):
+                    raise PriceError(f"line {start}: a field contains a line break; each row must be on one line")
+                records.append((start, record))
+            start = reader.line_num + 1
     except csv.Error as error:
-        raise PriceError(f"line {reader.line_num}: {error}") from None
+        raise PriceError(f"line {start}: {error}") from None
     if not records:
         raise PriceError(f"the file is empty; expected a header starting {','.join(HEADER)}")
     header_line, header = records[0]
@@ -172,6 +194,42 @@ def parse_catalog(data):
     return rows, sha256
 
 
+def content_sha256(rows):
+    """SHA-256 of catalog rows in canonical form, the same as lab's ``catalog::content_sha256``.
+
+    The rows sorted by ``gpu`` then ``days``, each written as the JSON array
+    ``[gpu,model,gpus_per_lot,days,price_cents]`` without spaces (non-ASCII kept as UTF-8)
+    and followed by a line feed; extra columns are not part of it.
+    """
+    lines = [
+        json.dumps([row["gpu"], row["model"], row["gpus_per_lot"], row["days"], row["price_cents"]], separators=(",", ":"), ensure_ascii=False)
+        + "\n"
+        for row in sorted(rows, key=lambda row: (row["gpu"], row["days"]))
+    ]
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+
+
+def catalog_info(rows, sha256):
+    """The ``catalog`` object of the JSON output for validated ``rows`` read as bytes hashing to ``sha256``."""
+    shipped = content_sha256(rows) == SHIPPED_CONTENT_SHA256
+    return {
+        "snapshot_date": SNAPSHOT_DATE if shipped else None,
+        "sha256": sha256,
+        "embedded": False,
+        "illustrative": SHIPPED_IS_ILLUSTRATIVE and shipped,
+    }
+
+
+def describe_catalog(info, path):
+    """One phrase for the text output saying where the prices come from (as ``lab`` says)."""
+    origin = f"catalog from {path}"
+    if info["illustrative"]:
+        return f"{origin}, illustrative prices (stand-ins for the {SNAPSHOT_DATE} snapshot)"
+    if info["snapshot_date"] is not None:
+        return f"{origin}, snapshot {info['snapshot_date']}"
+    return f"{origin} (snapshot date unknown)"
+
+
 def default_catalog_path():
     """The catalog beside this script, else the repository's ``../data/`` copy; None if neither."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -184,11 +242,43 @@ def default_catalog_path():
 def load_catalog(path=None):
     """Reads and validates the catalog; returns ``(rows, info)``.
 
-    ``info`` is the ``catalog`` object of the JSON output: ``snapshot_date``, ``sha256`` of
-    the file's bytes and ``embedded``, always false here (this script reads a file; only
-    ``lab`` carries a compiled-in copy). Raises PriceError: exit 1 if the file cannot be
-    read, exit 2 if it is not a valid catalog.
+    ``info`` is the ``catalog`` object of the JSON output: ``snapshot_date`` (the shipped
+    snapshot's date when the rows are the shipped catalog's, else None), ``sha256`` of the
+    file's bytes, ``embedded`` (always false here: this script reads a file; only ``lab``
+    carries a compiled-in copy) and ``illustrative``. Raises PriceError: exit 1 if the file
+    is missing or cannot be read; exit 2 for an empty path, a path that is not a regular file
+    (``/dev/zero``, a folder, a pipe), a file over 1 MiB, or content that is not a valid
+    catalog.
     """
+    path = resolve_catalog_path(path)
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise PriceError(f"catalog {path}: not a regular file (a catalog is a CSV file, not a folder, device or pipe)")
+    too_large = f"catalog {path}: larger than {MAX_CATALOG_BYTES} bytes (1 MiB); a catalog is a CSV file of a few KB"
+    if info.st_size > MAX_CATALOG_BYTES:
+        raise PriceError(too_large)
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_CATALOG_BYTES + 1)
+    except OSError as error:
+        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
+    if len(data) > MAX_CATALOG_BYTES:
+        raise PriceError(too_large)
+    try:
+        rows, sha256 = parse_catalog(data)
+    except PriceError as error:
+        raise PriceError(f"catalog {path}: {error}") from None
+    return rows, catalog_info(rows, sha256)
+
+
+def resolve_catalog_path(path=None):
+    """``path``, or the default catalog when None. Raises PriceError: exit 2 for an empty
+    path, exit 1 when no default catalog is found."""
+    if path == "":
+        raise PriceError("--tariffs needs a catalog file name, got an empty one")
     if path is None:
         path = default_catalog_path()
         if path is None:
@@ -196,16 +286,7 @@ def load_catalog(path=None):
                 f"{CATALOG_NAME} not found beside calcul_forfaits.py: keep the kit's files together or give --tariffs FILE",
                 exit_code=1,
             )
-    try:
-        with open(path, "rb") as stream:
-            data = stream.read()
-    except OSError as error:
-        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
-    try:
-        rows, sha256 = parse_catalog(data)
-    except PriceError as error:
-        raise PriceError(f"catalog {path}: {error}") from None
-    return rows, {"snapshot_date": SNAPSHOT_DATE, "sha256": sha256, "embedded": False}
+    return path
 
 
 def round_half_even_ratio(numerator, denominator):
@@ -274,12 +355,14 @@ def quote(rows, info, gpu, days, lots, accepted_results=None):
     }
 
 
-def quote_text(result):
-    """A short readable summary of a ``quote`` result."""
+def quote_text(result, path):
+    """A short readable summary of a ``quote`` result priced from the catalog at ``path``."""
     lot_word = "lot" if result["lots"] == 1 else "lots"
+    per_lot_word = "GPU" if result["gpus_per_lot"] == 1 else "GPUs"
+    gpu_word = "GPU" if result["gpus"] == 1 else "GPUs"
     lines = [
         f"{result['gpu']} ({result['model']}), {result['days']} days",
-        f"  GPUs:       {result['lots']} {lot_word} x {result['gpus_per_lot']} GPUs per lot = {result['gpus']} GPUs",
+        f"  GPUs:       {result['lots']} {lot_word} x {result['gpus_per_lot']} {per_lot_word} per lot = {result['gpus']} {gpu_word}",
         f"  lot price:  {cents_to_usd(result['lot_price_cents'])} USD",
         f"  total:      {result['total_usd']} USD ({result['total_cents']} cents)",
     ]
@@ -290,9 +373,35 @@ def quote_text(result):
             f"  unit cost:  {result['unit_cost_usd']} USD per accepted result ({result['accepted_results']} accepted)"
         )
     catalog = result["catalog"]
-    label = ", illustrative prices" if catalog["sha256"] == ILLUSTRATIVE_SHA256 else ""
-    lines.append(f"  catalog:    catalog file, snapshot {catalog['snapshot_date']}{label}, sha256 {catalog['sha256']}")
+    lines.append(f"  catalog:    {describe_catalog(catalog, path)}, sha256 {catalog['sha256']}")
     return "\n".join(lines)
+
+
+def _quiet_stdout():
+    """Points stdout's file descriptor at the null device, so that Python's own flush at exit
+    cannot fail again (and print a traceback) after a write error was reported."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_stdout(text):
+    """Writes ``text`` and a newline to stdout and flushes it, as ``lab`` does.
+
+    A closed pipe (``| head -c1``) is not an error: the reader has what it wanted. Any other
+    write failure (``> /dev/full``) raises PriceError with exit code 1.
+    """
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    except OSError as error:
+        _quiet_stdout()
+        raise PriceError(f"cannot write to standard output: {error.strerror or error}", exit_code=1) from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -320,6 +429,7 @@ def build_parser():
     """The command-line parser (the flags of ``lab price``)."""
     parser = _Parser(
         prog="calcul_forfaits.py",
+        allow_abbrev=False,
         description="Price of an IteraGPU package and, given accepted results, the cost per result.",
     )
     parser.add_argument("--gpu", required=True, action=_Once, metavar="ID", help="GPU id from the catalog, e.g. b200")
@@ -345,12 +455,13 @@ def main(argv=None):
         accepted = None
         if args.accepted_results is not None:
             accepted = positive_integer("--accepted-results", args.accepted_results, U64_MAX)
-        rows, info = load_catalog(args.tariffs)
+        path = resolve_catalog_path(args.tariffs)
+        rows, info = load_catalog(path)
         result = quote(rows, info, args.gpu, days, lots, accepted)
+        write_stdout(json.dumps(result, indent=2, ensure_ascii=False) if args.json else quote_text(result, path))
     except PriceError as error:
         print(f"calcul_forfaits.py: error: {error}", file=sys.stderr)
         return error.exit_code
-    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else quote_text(result))
     return 0
 
 

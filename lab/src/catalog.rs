@@ -34,12 +34,24 @@ pub const MODEL_COUNT: usize = 15;
 /// The columns a catalog header must start with, in this order.
 pub const HEADER: [&str; 5] = ["gpu", "model", "gpus_per_lot", "days", "price_cents"];
 
-/// SHA-256 (lowercase hex) of the illustrative catalog shipped in `data/tarifs-forfaits.csv`.
+/// SHA-256 (lowercase hex) of the *content* of the catalog shipped in
+/// `data/tarifs-forfaits.csv`: its rows in the canonical form of [`content_sha256`].
 ///
-/// Used only to label human-readable output "illustrative". When the real 2026-09-24 snapshot
-/// is dropped in, its hash differs and the label disappears by itself.
-pub const ILLUSTRATIVE_SHA256: &str =
-    "205e2341e44aa1fe981642d4edf8c76a9b590314c0598f7385cc5042b777fd78";
+/// A catalog whose rows are these (whatever its byte-level form: BOM, CRLF, row order, extra
+/// columns) is the shipped catalog: it carries [`SNAPSHOT_DATE`] and, while
+/// [`SHIPPED_IS_ILLUSTRATIVE`] is true, the "illustrative" label. Any other content carries
+/// no date. The Python twin `calcul_forfaits.py` holds the same constant; a test recomputes
+/// it from the data file, so replacing the file makes that test fail until both are updated.
+pub const SHIPPED_CONTENT_SHA256: &str =
+    "d402c41982dbc5220353c1c15900bc78a2220a8105b3dde18f85cbe7218ac044";
+
+/// Whether the shipped catalog's prices are illustrative stand-ins (true until the real
+/// 2026-09-24 snapshot is dropped in; then set it to false here and in the Python twin).
+pub const SHIPPED_IS_ILLUSTRATIVE: bool = true;
+
+/// Largest catalog file read, in bytes (1 MiB; the real catalog is about 2 KB). A larger file,
+/// or one that is not a regular file (`/dev/zero`, a folder, a pipe), is refused unread.
+pub const MAX_CATALOG_BYTES: u64 = 1 << 20;
 
 /// The catalog bytes compiled into `lab`.
 const EMBEDDED_BYTES: &[u8] = include_bytes!("../../data/tarifs-forfaits.csv");
@@ -64,16 +76,40 @@ pub struct Entry {
 
 /// Where a catalog came from, as reported in every price result.
 ///
-/// Serialized with exactly the keys `snapshot_date`, `sha256`, `embedded` (the Python twin
-/// `calcul_forfaits.py` writes the same object).
+/// Serialized with exactly the keys `snapshot_date`, `sha256`, `embedded`, `illustrative`
+/// (the Python twin `calcul_forfaits.py` writes the same object).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CatalogInfo {
-    /// The snapshot date the catalog stands for: [`SNAPSHOT_DATE`].
-    pub snapshot_date: String,
-    /// SHA-256 of the catalog file's bytes, lowercase hex (64 characters).
+    /// [`SNAPSHOT_DATE`] when the catalog's content is the shipped catalog, else null: a
+    /// user-supplied file carries no date.
+    pub snapshot_date: SnapshotDate,
+    /// SHA-256 of the catalog file's bytes exactly as read, lowercase hex (64 characters).
     pub sha256: String,
     /// `true` when the catalog is the one compiled into `lab`, `false` for `--tariffs FILE`.
     pub embedded: bool,
+    /// `true` when the content is the shipped catalog and its prices are illustrative
+    /// stand-ins ([`SHIPPED_IS_ILLUSTRATIVE`]).
+    pub illustrative: bool,
+}
+
+/// The snapshot date of a catalog, when it is known: serialized as the date string or null,
+/// displayed as the date or `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotDate(pub Option<&'static str>);
+
+impl Serialize for SnapshotDate {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl std::fmt::Display for SnapshotDate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.unwrap_or("unknown"))
+    }
 }
 
 /// A validated package catalog.
@@ -81,7 +117,10 @@ pub struct CatalogInfo {
 pub struct Catalog {
     entries: Vec<Entry>,
     sha256: String,
+    content_sha256: String,
     embedded: bool,
+    /// The file it was read from (`None` for the embedded catalog or raw bytes).
+    path: Option<String>,
 }
 
 impl Catalog {
@@ -100,12 +139,45 @@ impl Catalog {
     /// Reads and validates a catalog file (the `--tariffs FILE` option).
     ///
     /// # Errors
-    /// [`Error::Runtime`] if the file cannot be read; [`Error::Usage`] if its content is not a
-    /// valid catalog (the message starts with the path and names the line).
+    /// [`Error::Runtime`] if the file is missing or cannot be read; [`Error::Usage`] for an
+    /// empty path, a path that is not a regular file (a device such as `/dev/zero`, a folder,
+    /// a pipe), a file larger than [`MAX_CATALOG_BYTES`], or content that is not a valid
+    /// catalog (the message starts with the path and names the line).
     pub fn from_file(path: &Path) -> Result<Catalog> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::runtime(format!("cannot read catalog {}: {e}", path.display())))?;
-        Catalog::parse(&bytes).map_err(|e| Error::usage(format!("catalog {}: {e}", path.display())))
+        use std::io::Read;
+        if path.as_os_str().is_empty() {
+            return Err(Error::usage(
+                "--tariffs needs a catalog file name, got an empty one",
+            ));
+        }
+        let shown = path.display();
+        let cannot_read =
+            |e: std::io::Error| Error::runtime(format!("cannot read catalog {shown}: {e}"));
+        let metadata = std::fs::metadata(path).map_err(cannot_read)?;
+        if !metadata.is_file() {
+            return Err(Error::usage(format!(
+                "catalog {shown}: not a regular file (a catalog is a CSV file, not a folder, device or pipe)"
+            )));
+        }
+        let too_large = || {
+            Error::usage(format!(
+                "catalog {shown}: larger than {MAX_CATALOG_BYTES} bytes (1 MiB); a catalog is a CSV file of a few KB"
+            ))
+        };
+        if metadata.len() > MAX_CATALOG_BYTES {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|file| file.take(MAX_CATALOG_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(cannot_read)?;
+        if bytes.len() as u64 > MAX_CATALOG_BYTES {
+            return Err(too_large());
+        }
+        let mut catalog =
+            Catalog::parse(&bytes).map_err(|e| Error::usage(format!("catalog {shown}: {e}")))?;
+        catalog.path = Some(shown.to_string());
+        Ok(catalog)
     }
 
     /// The embedded catalog, or the file at `path` when one is given.
@@ -133,8 +205,26 @@ impl Catalog {
     pub fn parse(bytes: &[u8]) -> Result<Catalog> {
         let sha256 = sha256_hex(bytes);
         let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        if std::str::from_utf8(body).is_err() {
+        let Ok(text) = std::str::from_utf8(body) else {
             return Err(Error::usage("the catalog is not UTF-8 text"));
+        };
+        // Lines are counted at each line feed (LF or CRLF ends). A carriage return alone
+        // (old Mac line ends) or a NUL would be read differently by other CSV readers (the
+        // Python twin's included), so both are refused, with their line.
+        for (index, byte) in text.bytes().enumerate() {
+            let bare_cr = byte == b'\r' && text.as_bytes().get(index + 1) != Some(&b'\n');
+            if bare_cr || byte == 0 {
+                let line = 1 + text.as_bytes()[..index]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count();
+                let what = if bare_cr {
+                    "a carriage return without a line feed (end lines with LF or CRLF)"
+                } else {
+                    "a NUL character"
+                };
+                return Err(Error::usage(format!("line {line}: {what}")));
+            }
         }
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
@@ -152,7 +242,8 @@ impl Catalog {
             }
             Some(record) => record.map_err(csv_error)?,
         };
-        let header_line = line_of(&header);
+        one_line(&header, text)?;
+        let header_line = line_of(&header, text);
         let width = header.len();
         let starts_right = width >= HEADER.len()
             && HEADER
@@ -177,7 +268,8 @@ impl Catalog {
         let mut entries: Vec<Entry> = Vec::new();
         for record in records {
             let record = record.map_err(csv_error)?;
-            let line = line_of(&record);
+            one_line(&record, text)?;
+            let line = line_of(&record, text);
             if record.len() != width {
                 let hint = if record.len() > width {
                     " (a price must be written without separators, e.g. 1234 not 1,234)"
@@ -291,10 +383,13 @@ impl Catalog {
             )));
         }
 
+        let content_sha256 = content_sha256(&entries);
         Ok(Catalog {
             entries,
             sha256,
+            content_sha256,
             embedded: false,
+            path: None,
         })
     }
 
@@ -343,20 +438,70 @@ impl Catalog {
         self.embedded
     }
 
-    /// Whether the catalog's bytes are exactly the shipped illustrative catalog
-    /// (hash equal to [`ILLUSTRATIVE_SHA256`]).
-    pub fn is_illustrative(&self) -> bool {
-        self.sha256 == ILLUSTRATIVE_SHA256
+    /// SHA-256 of the catalog's rows in canonical form ([`content_sha256`]), lowercase hex.
+    pub fn content_sha256(&self) -> &str {
+        &self.content_sha256
     }
 
-    /// Snapshot date, hash and origin, as reported with every price.
+    /// Whether the rows are those of the catalog shipped with `lab` (content, not bytes:
+    /// a CRLF copy or one with the rows in another order is still the shipped catalog).
+    pub fn is_shipped(&self) -> bool {
+        self.content_sha256 == SHIPPED_CONTENT_SHA256
+    }
+
+    /// Whether the prices are the shipped illustrative stand-ins.
+    pub fn is_illustrative(&self) -> bool {
+        SHIPPED_IS_ILLUSTRATIVE && self.is_shipped()
+    }
+
+    /// [`SNAPSHOT_DATE`] for the shipped catalog, unknown for any other content.
+    pub fn snapshot_date(&self) -> SnapshotDate {
+        SnapshotDate(self.is_shipped().then_some(SNAPSHOT_DATE))
+    }
+
+    /// Snapshot date, hash, origin and label, as reported with every price.
     pub fn info(&self) -> CatalogInfo {
         CatalogInfo {
-            snapshot_date: SNAPSHOT_DATE.to_string(),
+            snapshot_date: self.snapshot_date(),
             sha256: self.sha256.clone(),
             embedded: self.embedded,
+            illustrative: self.is_illustrative(),
         }
     }
+
+    /// One phrase for text output saying where the prices come from:
+    /// `embedded catalog, illustrative prices (stand-ins for the 2026-09-24 snapshot)`,
+    /// `catalog from FILE, snapshot 2026-09-24` or `catalog from FILE (snapshot date unknown)`.
+    pub fn describe(&self) -> String {
+        let origin = match (&self.path, self.embedded) {
+            (_, true) => "embedded catalog".to_string(),
+            (Some(path), false) => format!("catalog from {path}"),
+            (None, false) => "catalog".to_string(),
+        };
+        if self.is_illustrative() {
+            format!("{origin}, illustrative prices (stand-ins for the {SNAPSHOT_DATE} snapshot)")
+        } else if self.is_shipped() {
+            format!("{origin}, snapshot {SNAPSHOT_DATE}")
+        } else {
+            format!("{origin} (snapshot date unknown)")
+        }
+    }
+}
+
+/// SHA-256 (lowercase hex) of catalog rows in canonical form, the same in `calcul_forfaits.py`:
+/// the rows sorted by `gpu` (UTF-8 byte order) then `days`, each written as the JSON array
+/// `[gpu,model,gpus_per_lot,days,price_cents]` without spaces (strings escaped as JSON,
+/// non-ASCII kept as UTF-8) and followed by a line feed. Extra columns are not part of it.
+pub fn content_sha256(entries: &[Entry]) -> String {
+    let mut rows: Vec<&Entry> = entries.iter().collect();
+    rows.sort_by(|a, b| (a.gpu.as_str(), a.days).cmp(&(b.gpu.as_str(), b.days)));
+    let mut text = String::new();
+    for e in rows {
+        let row = (&e.gpu, &e.model, e.gpus_per_lot, e.days, e.price_cents);
+        text.push_str(&serde_json::to_string(&row).expect("strings and integers serialize"));
+        text.push('\n');
+    }
+    sha256_hex(text.as_bytes())
 }
 
 /// Checks that `days` is a sold duration.
@@ -395,8 +540,36 @@ fn positive_integer(text: &str) -> Option<u128> {
     text.parse::<u128>().ok().filter(|n| *n >= 1)
 }
 
-fn line_of(record: &csv::StringRecord) -> u64 {
-    record.position().map(|p| p.line()).unwrap_or(0)
+/// Refuses a record with a quoted line break in a field: each row must be one line.
+fn one_line(record: &csv::StringRecord, text: &str) -> Result<()> {
+    if record.iter().any(|field| field.contains(['\n', '\r'])) {
+        return Err(Error::usage(format!(
+            "line {}: a field contains a line break; each row must be on one line",
+            line_of(record, text)
+        )));
+    }
+    Ok(())
+}
+
+/// The physical line (1-based, counted at line feeds) where `record` starts in `text`.
+///
+/// The reader's position of a record that follows blank lines is the start of those blank
+/// lines; the line breaks between it and the record's first character are added, so that
+/// the line named is the record's own (the line `calcul_forfaits.py` names too).
+fn line_of(record: &csv::StringRecord, text: &str) -> u64 {
+    let Some(position) = record.position() else {
+        return 0;
+    };
+    let start = usize::try_from(position.byte()).unwrap_or(usize::MAX);
+    let skipped = text
+        .as_bytes()
+        .get(start..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|b| matches!(b, b'\r' | b'\n'))
+        .filter(|b| **b == b'\n')
+        .count();
+    position.line() + skipped as u64
 }
 
 fn csv_error(error: csv::Error) -> Error {
@@ -428,13 +601,40 @@ mod tests {
         let b200 = catalog.find("b200", 7).unwrap();
         assert_eq!(b200.gpus_per_lot, 2);
         assert_eq!(catalog.sha256(), sha256_hex(EMBEDDED_BYTES));
-        assert_eq!(catalog.info().snapshot_date, "2026-09-24");
+        assert_eq!(catalog.info().snapshot_date.0, Some("2026-09-24"));
     }
 
     #[test]
     fn shipped_catalog_is_the_illustrative_one() {
         // When the real 2026-09-24 snapshot replaces data/tarifs-forfaits.csv this test fails
-        // on purpose: delete it (the "illustrative" label then switches off by itself).
-        assert!(Catalog::embedded().unwrap().is_illustrative());
+        // on purpose: update SHIPPED_CONTENT_SHA256 and SHIPPED_IS_ILLUSTRATIVE (here and in
+        // dist/calcul_forfaits.py).
+        let catalog = Catalog::embedded().unwrap();
+        assert_eq!(catalog.content_sha256(), SHIPPED_CONTENT_SHA256);
+        assert!(catalog.is_illustrative());
+        assert!(catalog.info().illustrative);
+    }
+
+    #[test]
+    fn content_digest_ignores_the_byte_form_but_not_the_prices() {
+        let text = std::str::from_utf8(EMBEDDED_BYTES).unwrap();
+        // CRLF, a BOM, rows reversed, an extra column: the same content.
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[1..].reverse();
+        let reordered: Vec<String> = lines.iter().map(|l| format!("{l},x")).collect();
+        let variant = format!("\u{feff}{}\r\n", reordered.join("\r\n"));
+        let catalog = Catalog::parse(variant.as_bytes()).unwrap();
+        assert_ne!(catalog.sha256(), sha256_hex(EMBEDDED_BYTES));
+        assert!(catalog.is_illustrative());
+        assert_eq!(catalog.info().snapshot_date.0, Some(SNAPSHOT_DATE));
+        // One cent more on one row: another catalog, no date, not illustrative.
+        let changed = text.replacen(",2520\n", ",2521\n", 1);
+        let catalog = Catalog::parse(changed.as_bytes()).unwrap();
+        assert!(!catalog.is_illustrative());
+        assert_eq!(catalog.info().snapshot_date.0, None);
+        assert!(catalog.describe().ends_with("(snapshot date unknown)"));
+        let json = serde_json::to_value(catalog.info()).unwrap();
+        assert_eq!(json["snapshot_date"], serde_json::Value::Null);
+        assert_eq!(json["illustrative"], false);
     }
 }

@@ -246,3 +246,72 @@ fn short_row() {
         "line 10: expected 5 fields",
     );
 }
+
+#[test]
+fn a_field_with_a_line_break_is_refused_on_the_line_it_starts() {
+    // The record starting on line 3 spans lines 3 and 4.
+    refused(
+        &edit(3, Some("t4,\"NVIDIA T4\n16 GB\",1,7,5586")),
+        "line 3: a field contains a line break",
+    );
+    refused(
+        &edit(
+            1,
+            Some("gpu,model,gpus_per_lot,days,price_cents,\"a\r\nnote\""),
+        ),
+        "line 1: a field contains a line break",
+    );
+}
+
+#[test]
+fn bare_carriage_returns_and_nul_are_refused_with_their_line() {
+    refused(
+        &GOOD.replace('\n', "\r"),
+        "line 1: a carriage return without a line feed",
+    );
+    refused(
+        &edit(5, Some("l4,NVIDIA L4 24 GB,1,3,4320\rx")),
+        "line 5: a carriage return without a line feed",
+    );
+    refused(
+        &edit(6, Some("l4,NVIDIA L4\u{0} 24 GB,1,7,10080")),
+        "line 6: a NUL character",
+    );
+}
+
+#[test]
+fn line_numbers_count_blank_lines() {
+    // Blank lines before a bad row: the row's own physical line is named.
+    let text = GOOD.replacen("\n", "\n\n\n", 2);
+    let bad = text.replacen(",5586\n", ",55.86\n", 1);
+    refused(&bad, "line 7: price_cents");
+}
+
+#[test]
+fn shipped_content_digest_is_recomputed_from_the_data_file() {
+    // The canonical form written out by hand: rows sorted by gpu then days, each the JSON
+    // array [gpu,model,gpus_per_lot,days,price_cents] without spaces and a line feed.
+    let mut rows: Vec<(String, u32, String)> = GOOD
+        .lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let line = format!("[\"{}\",\"{}\",{},{},{}]\n", f[0], f[1], f[2], f[3], f[4]);
+            (f[0].to_string(), f[3].parse().unwrap(), line)
+        })
+        .collect();
+    assert_eq!(rows.len(), 45);
+    rows.sort();
+    let canonical: String = rows.into_iter().map(|(_, _, line)| line).collect();
+    assert_eq!(
+        lab::digest::sha256_hex(canonical.as_bytes()),
+        lab::catalog::SHIPPED_CONTENT_SHA256
+    );
+    // The Python twin holds the same constant.
+    let twin = include_str!("../../dist/calcul_forfaits.py");
+    assert!(twin.contains(&format!(
+        "SHIPPED_CONTENT_SHA256 = \"{}\"",
+        lab::catalog::SHIPPED_CONTENT_SHA256
+    )));
+}

@@ -51,6 +51,7 @@ fn two_b200_lots_for_seven_days_json() {
     assert_eq!(v["unit_cost_usd"], Value::Null);
     assert_eq!(v["catalog"]["snapshot_date"], "2026-09-24");
     assert_eq!(v["catalog"]["embedded"], true);
+    assert_eq!(v["catalog"]["illustrative"], true);
     assert_eq!(v["catalog"]["sha256"].as_str().unwrap().len(), 64);
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     let mut expected = vec![
@@ -125,7 +126,180 @@ fn human_summary() {
         .stdout(contains("2 lots x 2 GPUs per lot = 4 GPUs"))
         .stdout(contains("3064.32 USD"))
         .stdout(contains("1021.440000 USD per accepted result"))
-        .stdout(contains("illustrative prices"));
+        .stdout(contains(
+            "embedded catalog, illustrative prices (stand-ins for the 2026-09-24 snapshot)",
+        ));
+}
+
+#[test]
+fn singular_and_plural_gpu_counts() {
+    let text = |gpu: &str, lots: &str| {
+        let output = lab()
+            .args(["price", "--gpu", gpu, "--days", "7", "--lots", lots])
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(text("t4", "1").contains("1 lot x 1 GPU per lot = 1 GPU\n"));
+    assert!(text("t4", "3").contains("3 lots x 1 GPU per lot = 3 GPUs\n"));
+    assert!(text("b200", "1").contains("1 lot x 2 GPUs per lot = 2 GPUs\n"));
+}
+
+#[test]
+fn lots_hint_fits_the_flag() {
+    usage_error(
+        &["price", "--gpu", "b200", "--days", "7", "--lots", "1.5"],
+        "--lots must be a whole number from 1 to 18446744073709551615, got '1.5' (digits only: no decimal point, exponent or separator)",
+    );
+    let output = lab()
+        .args(["price", "--gpu", "b200", "--days", "7", "--lots", "1.5"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("7000000000"));
+}
+
+#[test]
+fn abbreviated_flags_are_refused() {
+    for args in [
+        ["price", "--gpu", "b200", "--day", "7", "--lots", "1"],
+        ["price", "--gpu", "b200", "--days", "7", "--lot", "1"],
+    ] {
+        let output = lab().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// Runs `lab price` and `lab tariffs` on `--tariffs path`: exit `code`, one stderr line
+/// containing `needle`, nothing on stdout.
+fn tariffs_refused(path: &std::ffi::OsStr, code: i32, needle: &str) {
+    for command in [
+        &[
+            "price",
+            "--gpu",
+            "b200",
+            "--days",
+            "7",
+            "--lots",
+            "1",
+            "--tariffs",
+        ][..],
+        &["tariffs", "--tariffs"][..],
+    ] {
+        let output = lab().args(command).arg(path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{path:?}: {stderr}");
+        assert!(output.stdout.is_empty());
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{path:?}: expected '{needle}' in {stderr}"
+        );
+    }
+}
+
+#[test]
+fn catalog_reads_are_bounded() {
+    // A device that never ends, a folder: not a regular file, refused unread (bad input, 2).
+    #[cfg(unix)]
+    tariffs_refused("/dev/zero".as_ref(), 2, "/dev/zero: not a regular file");
+    let dir = tempfile::tempdir().unwrap();
+    tariffs_refused(dir.path().as_os_str(), 2, "not a regular file");
+    // Over 1 MiB: refused (2), whatever it holds.
+    let big = dir.path().join("big.csv");
+    let catalog = include_str!("../../data/tarifs-forfaits.csv");
+    let padding = "\n".repeat((1 << 20) - catalog.len() + 1);
+    std::fs::write(&big, format!("{catalog}{padding}")).unwrap();
+    tariffs_refused(big.as_os_str(), 2, "larger than 1048576 bytes (1 MiB)");
+    // Exactly 1 MiB is still read (and valid: trailing blank lines are accepted).
+    let edge = dir.path().join("edge.csv");
+    std::fs::write(&edge, format!("{catalog}{}", &padding[1..])).unwrap();
+    lab()
+        .args(["tariffs", "--tariffs"])
+        .arg(&edge)
+        .assert()
+        .success();
+    // An empty path is bad input (2); a missing file is a runtime failure (1).
+    tariffs_refused("".as_ref(), 2, "--tariffs");
+    tariffs_refused(
+        dir.path().join("missing.csv").as_os_str(),
+        1,
+        "cannot read catalog",
+    );
+}
+
+#[test]
+fn catalog_label_follows_the_content_not_the_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = include_str!("../../data/tarifs-forfaits.csv");
+    let price = |path: &std::path::Path| {
+        let output = lab()
+            .args([
+                "price",
+                "--gpu",
+                "t4",
+                "--days",
+                "3",
+                "--lots",
+                "1",
+                "--json",
+                "--tariffs",
+            ])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()["catalog"].clone()
+    };
+    // A CRLF copy of the shipped prices is still the shipped (illustrative) catalog.
+    let crlf = dir.path().join("crlf.csv");
+    std::fs::write(&crlf, catalog.replace('\n', "\r\n")).unwrap();
+    let info = price(&crlf);
+    assert_eq!(info["snapshot_date"], "2026-09-24");
+    assert_eq!(info["illustrative"], true);
+    assert_eq!(info["embedded"], false);
+    assert_eq!(
+        info["sha256"],
+        lab::digest::sha256_hex(catalog.replace('\n', "\r\n").as_bytes())
+    );
+    // Other prices: no date, not illustrative, in JSON and in text.
+    let other = dir.path().join("other.csv");
+    std::fs::write(&other, catalog.replacen(",2520\n", ",2999\n", 1)).unwrap();
+    let info = price(&other);
+    assert_eq!(info["snapshot_date"], Value::Null);
+    assert_eq!(info["illustrative"], false);
+    let keys: Vec<&str> = info
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 4, "{keys:?}");
+    for command in [
+        &[
+            "price",
+            "--gpu",
+            "t4",
+            "--days",
+            "3",
+            "--lots",
+            "1",
+            "--tariffs",
+        ][..],
+        &["tariffs", "--tariffs"][..],
+    ] {
+        let output = lab().args(command).arg(&other).output().unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert!(
+            text.contains(&format!(
+                "catalog from {} (snapshot date unknown)",
+                other.display()
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("illustrative"), "{text}");
+        assert!(!text.contains("2026-09-24"), "{text}");
+    }
 }
 
 #[test]

@@ -90,8 +90,9 @@ class WorkedExamples(unittest.TestCase):
         self.assertEqual(result["total_usd"], "3064.32")
         self.assertIsNone(result["accepted_results"])
         self.assertIsNone(result["unit_cost_usd"])
-        self.assertEqual(list(result["catalog"]), ["snapshot_date", "sha256", "embedded"])
+        self.assertEqual(list(result["catalog"]), ["snapshot_date", "sha256", "embedded", "illustrative"])
         self.assertEqual(result["catalog"]["snapshot_date"], "2026-09-24")
+        self.assertIs(result["catalog"]["illustrative"], True)
         self.assertEqual(result["catalog"]["sha256"], cf.hashlib.sha256(catalog_bytes()).hexdigest())
         self.assertIs(result["catalog"]["embedded"], False)
 
@@ -146,7 +147,45 @@ class WorkedExamples(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertIn("2 lots x 2 GPUs per lot = 4 GPUs", done.stdout)
         self.assertIn("3064.32 USD", done.stdout)
-        self.assertIn("illustrative", done.stdout)
+        self.assertIn("illustrative prices (stand-ins for the 2026-09-24 snapshot)", done.stdout)
+
+    def test_text_output_singular_and_plural(self):
+        for gpu, lots, expected in (
+            ("t4", "1", "1 lot x 1 GPU per lot = 1 GPU\n"),
+            ("t4", "3", "3 lots x 1 GPU per lot = 3 GPUs\n"),
+            ("b200", "1", "1 lot x 2 GPUs per lot = 2 GPUs\n"),
+        ):
+            done = run("--gpu", gpu, "--days", "7", "--lots", lots)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn(expected, done.stdout)
+
+
+class Output(unittest.TestCase):
+    """Standard output that cannot be written: one line, exit 1; a closed pipe is quiet."""
+
+    ARGS = ("--gpu", "b200", "--days", "7", "--lots", "1")
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_full_device_is_one_line_and_exit_1(self):
+        for json_flag in ((), ("--json",)):
+            with open("/dev/full", "w") as full:
+                done = subprocess.run(
+                    [sys.executable, SCRIPT, *self.ARGS, *json_flag], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+                )
+            self.assertEqual(done.returncode, 1, done.stderr)
+            self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+            self.assertIn("cannot write to standard output", done.stderr)
+            self.assertNotIn("Traceback", done.stderr)
+
+    def test_closed_pipe_is_not_an_error(self):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run([sys.executable, SCRIPT, *self.ARGS], stdout=write_end, stderr=subprocess.PIPE, text=True, check=False)
+        finally:
+            os.close(write_end)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr, "")
 
 
 class BadInput(unittest.TestCase):
@@ -177,6 +216,20 @@ class BadInput(unittest.TestCase):
     def test_bad_lots(self):
         for lots in ("0", "-1", "1.5", "1e3", "1,000", "1_000", " 1", "+1", "", "18446744073709551616"):
             self.assert_refused(["--gpu", "b200", "--days", "7", "--lots", lots], fragment="--lots")
+        line = self.assert_refused(
+            ["--gpu", "b200", "--days", "7", "--lots", "1.5"],
+            fragment="got '1.5' (digits only: no decimal point, exponent or separator)",
+        )
+        self.assertNotIn("7000000000", line)
+
+    def test_abbreviated_flags_are_refused(self):
+        for args in (
+            ["--gpu", "b200", "--day", "7", "--lots", "1"],
+            ["--gpu", "b200", "--days", "7", "--lot", "1"],
+            ["--gpu", "b200", "--days", "7", "--lots", "1", "--acc", "5"],
+            ["--gp", "b200", "--days", "7", "--lots", "1"],
+        ):
+            self.assert_refused(args)
 
     def test_bad_accepted_results(self):
         for results in ("0", "-3", "2.5", "1e2", "", "many"):
@@ -199,6 +252,23 @@ class BadInput(unittest.TestCase):
 
     def test_unreadable_catalog_exits_1(self):
         self.assert_refused(["--gpu", "b200", "--days", "7", "--lots", "1", "--tariffs", "/nonexistent/tarifs.csv"], code=1)
+
+    def test_catalog_that_is_not_a_small_regular_file_exits_2(self):
+        base = ["--gpu", "b200", "--days", "7", "--lots", "1", "--tariffs"]
+        self.assert_refused(base + [""], fragment="--tariffs")
+        with tempfile.TemporaryDirectory() as folder:
+            self.assert_refused(base + [folder], fragment="not a regular file")
+            big = os.path.join(folder, "big.csv")
+            with open(big, "wb") as stream:
+                stream.write(catalog_bytes() + b"\n" * (1 << 20))
+            self.assert_refused(base + [big], fragment="larger than 1048576 bytes (1 MiB)")
+            # Exactly 1 MiB is read (trailing blank lines are accepted).
+            edge = os.path.join(folder, "edge.csv")
+            with open(edge, "wb") as stream:
+                stream.write(catalog_bytes() + b"\n" * ((1 << 20) - len(catalog_bytes())))
+            self.assertEqual(run(*base[:-1], "--tariffs", edge).returncode, 0)
+        if os.path.exists("/dev/zero"):
+            self.assert_refused(base + ["/dev/zero"], fragment="/dev/zero: not a regular file")
 
     def test_help_exits_0(self):
         done = run("--help")
@@ -302,6 +372,48 @@ class CatalogValidation(unittest.TestCase):
         records[7][4] = "1,234"
         done = self.price_with(to_csv(records))
         self.assertIn("line 8", done.stderr)
+
+    def test_line_breaks_cr_and_nul_name_the_line_where_the_row_starts(self):
+        text = catalog_bytes()
+        self.assert_invalid(text.replace(b"NVIDIA T4 16 GB,1,7,", b'"NVIDIA T4\n16 GB",1,7,', 1), "line 3: a field contains a line break")
+        self.assert_invalid(text.replace(b"\n", b"\r"), "line 1: a carriage return without a line feed")
+        self.assert_invalid(text.replace(b",5586\n", b",5586\rx\n", 1), "line 3: a carriage return")
+        self.assert_invalid(text.replace(b"NVIDIA L4", b"NVIDIA\x00L4", 1), "line 5: a NUL character")
+        blank = text.replace(b"\n", b"\n\n\n", 2).replace(b",5586\n", b",55.86\n", 1)
+        self.assert_invalid(blank, "line 7: price_cents")
+
+    def test_catalog_label_follows_the_content_not_the_bytes(self):
+        text = catalog_bytes()
+        crlf = json.loads(self.price_with(text.replace(b"\n", b"\r\n")).stdout)["catalog"]
+        self.assertEqual(crlf["snapshot_date"], "2026-09-24")
+        self.assertIs(crlf["illustrative"], True)
+        self.assertEqual(crlf["sha256"], cf.hashlib.sha256(text.replace(b"\n", b"\r\n")).hexdigest())
+        other_bytes = text.replace(b",2520\n", b",2999\n", 1)
+        other = json.loads(self.price_with(other_bytes).stdout)["catalog"]
+        self.assertIsNone(other["snapshot_date"])
+        self.assertIs(other["illustrative"], False)
+        path = self.write(other_bytes, "other.csv")
+        done = run("--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", path)
+        self.assertIn(f"catalog from {path} (snapshot date unknown)", done.stdout)
+        self.assertNotIn("illustrative", done.stdout)
+        self.assertNotIn("2026-09-24", done.stdout)
+
+    def test_shipped_content_digest_is_recomputed_from_the_data_file(self):
+        # Canonical form, written out independently of the script: rows sorted by gpu then
+        # days, each the JSON array [gpu,model,gpus_per_lot,days,price_cents] and a newline.
+        records = [record for record in catalog_rows()[1:] if record]
+        self.assertEqual(len(records), 45)
+        lines = sorted(
+            (r[0], int(r[3]), json.dumps([r[0], r[1], int(r[2]), int(r[3]), int(r[4])], separators=(",", ":"), ensure_ascii=False))
+            for r in records
+        )
+        canonical = "".join(line + "\n" for _, _, line in lines).encode("utf-8")
+        self.assertEqual(cf.hashlib.sha256(canonical).hexdigest(), cf.SHIPPED_CONTENT_SHA256)
+        rows, _ = cf.parse_catalog(catalog_bytes())
+        self.assertEqual(cf.content_sha256(rows), cf.SHIPPED_CONTENT_SHA256)
+        # The same constant as lab's.
+        with open(os.path.join(ROOT, "lab", "src", "catalog.rs"), encoding="utf-8") as stream:
+            self.assertIn(f'"{cf.SHIPPED_CONTENT_SHA256}"', stream.read())
 
     def test_parse_catalog_keeps_file_order(self):
         rows, sha256 = cf.parse_catalog(catalog_bytes())

@@ -8,6 +8,9 @@ use lab::{Error, Result};
 
 /// A whole number from 1 to `max`, written with ASCII digits only.
 ///
+/// A value with a decimal point, exponent or separator gets a hint fitting the flag: for
+/// `--parameters` "write all the digits, e.g. 7000000000"; for any other flag "digits only".
+///
 /// # Errors
 /// [`Error::Usage`] naming `flag` and the accepted range.
 pub fn positive_integer(flag: &str, text: &str, max: u64) -> Result<u64> {
@@ -21,10 +24,12 @@ pub fn positive_integer(flag: &str, text: &str, max: u64) -> Result<u64> {
     match value {
         Some(value) if value >= 1 => Ok(value),
         _ => {
-            let hint = if text.contains(['e', 'E', '.', ',', '_']) && !text.starts_with('-') {
+            let hint = if !text.contains(['e', 'E', '.', ',', '_']) || text.starts_with('-') {
+                ""
+            } else if flag == "--parameters" {
                 " (write all the digits, e.g. 7000000000)"
             } else {
-                ""
+                " (digits only: no decimal point, exponent or separator)"
             };
             Err(Error::usage(format!(
                 "{flag} must be a whole number from 1 to {max}, got '{text}'{hint}"

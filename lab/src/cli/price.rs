@@ -48,10 +48,12 @@ pub fn run(args: Args) -> lab::Result<()> {
         return print_json(&q);
     }
     let lot_word = if q.lots == 1 { "lot" } else { "lots" };
+    let per_lot_word = if q.gpus_per_lot == 1 { "GPU" } else { "GPUs" };
+    let gpu_word = if q.gpus == 1 { "GPU" } else { "GPUs" };
     let mut out: Vec<String> = Vec::new();
     out.push(format!("{} ({}), {} days", q.gpu, q.model, q.days));
     out.push(format!(
-        "  GPUs:       {} {lot_word} x {} GPUs per lot = {} GPUs",
+        "  GPUs:       {} {lot_word} x {} {per_lot_word} per lot = {} {gpu_word}",
         q.lots, q.gpus_per_lot, q.gpus
     ));
     out.push(format!(
@@ -68,19 +70,10 @@ pub fn run(args: Args) -> lab::Result<()> {
         )),
         _ => out.push("  unit cost:  not computed (give --accepted-results K)".to_string()),
     }
-    let origin = if q.catalog.embedded {
-        "embedded catalog"
-    } else {
-        "catalog file"
-    };
-    let label = if catalog.is_illustrative() {
-        ", illustrative prices"
-    } else {
-        ""
-    };
     out.push(format!(
-        "  catalog:    {origin}, snapshot {}{label}, sha256 {}",
-        q.catalog.snapshot_date, q.catalog.sha256
+        "  catalog:    {}, sha256 {}",
+        catalog.describe(),
+        q.catalog.sha256
     ));
     emit(&out)
 }

@@ -108,20 +108,10 @@ pub fn run(args: Args) -> lab::Result<()> {
             r.gpu, r.model, r.days, r.gpus_per_lot, r.price_usd, r.usd_per_gpu_day
         ));
     }
-    let origin = if catalog.is_embedded() {
-        "embedded catalog"
-    } else {
-        "catalog file"
-    };
-    let label = if catalog.is_illustrative() {
-        ", illustrative prices"
-    } else {
-        ""
-    };
     out.push(format!(
-        "{} packages, cheapest per GPU-day first; {origin}, snapshot {}{label}, sha256 {}",
+        "{} packages, cheapest per GPU-day first; {}, sha256 {}",
         rows.len(),
-        lab::catalog::SNAPSHOT_DATE,
+        catalog.describe(),
         catalog.sha256()
     ));
     emit(&out)
