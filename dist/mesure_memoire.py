@@ -70,7 +70,10 @@ def parse_int(name, value, minimum, maximum=_U64_MAX):
     if number is None or not minimum <= number <= maximum:
         hint = ""
         if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
-            hint = " (write all the digits, e.g. 7000000000)"
+            if name == "--parameters":
+                hint = " (write all the digits, e.g. 7000000000)"
+            else:
+                hint = " (digits only: no decimal point, exponent or separator)"
         raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got '{text}'{hint}")
     return number
 
@@ -94,7 +97,7 @@ EXCLUDED_FROM_ESTIMATE = [
     "libraries and runtime",
 ]
 RESERVE_MAX_INTEGER_DIGITS = 15
-RESERVE_MAX_FRACTION_DIGITS = 18
+RESERVE_MAX_FRACTION_DIGITS = 12
 _RESERVE = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
 
 
@@ -103,7 +106,8 @@ def parse_reserve_gib(value):
 
     The reserve is an assumption the user chooses, not a measurement. Plain decimal
     notation only (``4``, ``0.5``, ``12.25``; an int or a Decimal is accepted too): no sign,
-    exponent or separator; at most 15 digits before the point and 18 after. Negative and
+    exponent or separator; at most 15 digits before the point and 12 after (27 significant
+    digits, what ``lab`` holds exactly). Negative and
     non-finite values (``inf``, ``nan``) get their own message.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
@@ -613,6 +617,33 @@ def phases_text(document):
 # end-notebook-cell
 
 
+def _quiet_stdout():
+    """Points stdout's file descriptor at the null device, so that Python's own flush at exit
+    cannot fail again (and print a traceback) after a write error was reported."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_stdout(text):
+    """Writes ``text`` and a newline to stdout and flushes it, as ``lab`` does.
+
+    A closed pipe (``| head -c1``) is not an error: the reader has what it wanted. Any other
+    write failure (``> /dev/full``) raises KitError with exit code 1.
+    """
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    except OSError as error:
+        _quiet_stdout()
+        raise KitError(f"cannot write to standard output: {error.strerror or error}", exit_code=1) from None
+
+
 class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line on stderr and exit code 2."""
 
@@ -638,20 +669,21 @@ def build_parser():
     """The command-line parser: subcommands estimate, environment and measure."""
     parser = _Parser(
         prog="mesure_memoire.py",
+        allow_abbrev=False,
         description="IteraGPU Lab v1: weight-memory estimate and bounded GPU measurement.",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    estimate = commands.add_parser("estimate", help="weight memory from parameters and bits (no GPU)")
+    estimate = commands.add_parser("estimate", allow_abbrev=False, help="weight memory from parameters and bits (no GPU)")
     estimate.add_argument("--parameters", required=True, action=_Once, help="number of parameters, a positive integer")
     estimate.add_argument("--bits", required=True, action=_Once, help="storage bits per parameter, rounded up to bytes")
     estimate.add_argument("--reserve-gib", default="0", action=_Once, help="assumed extra GiB added to the total (default 0)")
     estimate.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
     estimate.set_defaults(handler=_cli_estimate)
-    environment = commands.add_parser("environment", help="what Python, PyTorch and the GPU report")
+    environment = commands.add_parser("environment", allow_abbrev=False, help="what Python, PyTorch and the GPU report")
     environment.add_argument("--device", required=True, action=_Once, help="GPU to describe, e.g. cuda:0")
     environment.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
     environment.set_defaults(handler=_cli_environment)
-    measure = commands.add_parser("measure", help="bounded measurement of the synthetic MLP on a GPU")
+    measure = commands.add_parser("measure", allow_abbrev=False, help="bounded measurement of the synthetic MLP on a GPU")
     measure.add_argument("--device", required=True, action=_Once, help="GPU to measure, e.g. cuda:0 (no default)")
     measure.add_argument("--batch", required=True, action=_Once, help="batch size, >= 1")
     measure.add_argument("--context", required=True, action=_Once, help="positions per sample, >= 1 (no attention)")
@@ -668,7 +700,7 @@ def build_parser():
 def _cli_estimate(args):
     """``estimate``: prints the estimate as text or JSON; returns the exit code."""
     result = estimate_weights(args.parameters, args.bits, args.reserve_gib)
-    print(json.dumps(result, indent=2) if args.json else estimate_text(result))
+    write_stdout(json.dumps(result, indent=2) if args.json else estimate_text(result))
     return 0
 
 
@@ -676,9 +708,9 @@ def _cli_environment(args):
     """``environment``: prints the diagnostic as text or JSON; exits 0 even without a GPU."""
     env = collect_environment(args.device)
     if args.json:
-        print(json.dumps({"tool": dict(TOOL), **env}, indent=2))
+        write_stdout(json.dumps({"tool": dict(TOOL), **env}, indent=2))
     else:
-        print(environment_text(env))
+        write_stdout(environment_text(env))
     return 0
 
 
@@ -695,8 +727,7 @@ def _cli_measure(args):
         args.device, args.batch, args.context, args.width, args.dtype, args.warmup, args.repeats, args.seed
     )
     write_new_json(args.output, document)
-    print(phases_text(document))
-    print(f"wrote {args.output}")
+    write_stdout(f"{phases_text(document)}\nwrote {args.output}")
     return 0
 
 

@@ -33,7 +33,10 @@ pub const DECIMALS: u32 = 6;
 pub const RESERVE_MAX_INTEGER_DIGITS: usize = 15;
 
 /// Most digits accepted after the decimal point of a reserve (GiB).
-pub const RESERVE_MAX_FRACTION_DIGITS: usize = 18;
+///
+/// With [`RESERVE_MAX_INTEGER_DIGITS`], 27 significant digits: every such value is held
+/// exactly by `rust_decimal` (28 digits at most), so the limit checked is the real one.
+pub const RESERVE_MAX_FRACTION_DIGITS: usize = 12;
 
 const GIB: u128 = 1 << 30;
 
@@ -106,12 +109,12 @@ pub fn estimate(parameters: u64, bits: u32, reserve_gib: Decimal) -> Result<Esti
             round_half_even_ratio(bytes_micro + reserve_micro * GIB, GIB),
         )
     } else {
-        // reserve = mantissa / 10^scale; in millionths: mantissa / 10^k, k = scale - 6 <= 12.
+        // reserve = mantissa / 10^scale; in millionths: mantissa / k, k = 10^(scale - 6) <= 10^6.
         let k = 10u128.pow(reserve_scale - DECIMALS);
         let reserve_micro = round_half_even_ratio(reserve_mantissa, k);
         // bytes_micro / 2^30 + mantissa / k = whole + (fraction numerator / (2^30 k)).
         let whole = bytes_micro / GIB + reserve_mantissa / k;
-        let fraction = (bytes_micro % GIB) * k + (reserve_mantissa % k) * GIB; // < 2 x 2^30 x 10^12
+        let fraction = (bytes_micro % GIB) * k + (reserve_mantissa % k) * GIB; // < 2 x 2^30 x 10^6
         let denominator = GIB * k;
         let carry = fraction / denominator;
         let rest = fraction % denominator;
@@ -176,7 +179,17 @@ pub fn parse_reserve_gib(text: &str) -> Result<Decimal> {
             "{flag} accepts at most {RESERVE_MAX_INTEGER_DIGITS} digits before the point and {RESERVE_MAX_FRACTION_DIGITS} after, got '{text}'"
         )));
     }
-    Decimal::from_str_exact(text)
+    // Leading zeros carry no value; dropping them keeps the text within Decimal's 28 digits.
+    let integer = if significant.is_empty() {
+        "0"
+    } else {
+        significant
+    };
+    let exact = match fraction {
+        Some(fraction) => format!("{integer}.{fraction}"),
+        None => integer.to_string(),
+    };
+    Decimal::from_str_exact(&exact)
         .map_err(|_| Error::usage(format!("{flag} is not a decimal number: '{text}'")))
 }
 
@@ -269,8 +282,8 @@ mod tests {
         // Exactly on a tie through the reserve: 0.0078125 + 0.000001 = 0.0078135 -> 0.007814.
         let e = estimate(1 << 23, 8, d("0.000001")).unwrap();
         assert_eq!(e.total_gib.to_string(), "0.007814");
-        // 0.0078125 + 0.0000000000000000001 is just above the tie -> 0.007813.
-        let e = estimate(1 << 23, 8, d("0.000000000000000001")).unwrap();
+        // 0.0078125 + 0.000000000001 is just above the tie -> 0.007813.
+        let e = estimate(1 << 23, 8, d("0.000000000001")).unwrap();
         assert_eq!(e.total_gib.to_string(), "0.007813");
     }
 
@@ -313,8 +326,29 @@ mod tests {
             .contains("finite"));
         assert!(parse_reserve_gib("1234567890123456").is_err());
         assert!(parse_reserve_gib("123456789012345").is_ok());
-        assert!(parse_reserve_gib("0.1234567890123456789").is_err());
-        assert!(parse_reserve_gib("0.123456789012345678").is_ok());
+        assert!(parse_reserve_gib("0.1234567890123").is_err());
+        assert!(parse_reserve_gib("0.123456789012").is_ok());
+        // The largest accepted reserve is held exactly (27 significant digits)...
+        assert_eq!(
+            parse_reserve_gib("999999999999999.999999999999").unwrap(),
+            d("999999999999999.999999999999")
+        );
+        assert_eq!(
+            parse_reserve_gib("000000000000000000000000000000123.5").unwrap(),
+            d("123.5")
+        );
+        // ...and one digit more on either side is refused with the limit, not a parse error.
+        for over in [
+            "123456789012345.123456789012345678",
+            "123456789012345.1234567890123",
+            "1234567890123456.5",
+        ] {
+            let message = parse_reserve_gib(over).unwrap_err().to_string();
+            assert!(
+                message.contains("at most 15 digits before the point and 12 after"),
+                "{message}"
+            );
+        }
     }
 
     proptest! {

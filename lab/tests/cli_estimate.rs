@@ -162,9 +162,54 @@ fn bad_reserve() {
         ("1e3", "plain decimal number"),
         ("4,5", "plain decimal number"),
         ("1234567890123456", "at most 15 digits"),
+        // 15 + 18 digits used to be the documented limit but is beyond what lab holds
+        // exactly: the limit is now 15 + 12 and the message says so.
+        (
+            "123456789012345.123456789012345678",
+            "--reserve-gib accepts at most 15 digits before the point and 12 after, got '123456789012345.123456789012345678'",
+        ),
+        ("0.1234567890123", "at most 15 digits before the point and 12 after"),
     ] {
         let mut args = base.to_vec();
         args.push(value);
         usage_error(&args, needle);
     }
+}
+
+#[test]
+fn largest_reserve_is_accepted_exactly() {
+    for (reserve, shown) in [
+        ("123456789012345.123456789012", "123456789012345.123457"),
+        ("999999999999999.999999999999", "1000000000000000.000000"),
+        ("000000000000000000000000000000000004.5", "4.500000"),
+    ] {
+        let output = lab()
+            .args([
+                "estimate",
+                "--parameters",
+                "1",
+                "--bits",
+                "8",
+                "--reserve-gib",
+                reserve,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{reserve}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(v["reserve_gib"], shown, "{reserve}");
+    }
+}
+
+#[test]
+fn bits_hint_fits_the_flag() {
+    usage_error(
+        &["estimate", "--parameters", "7", "--bits", "4.5"],
+        "got '4.5' (digits only: no decimal point, exponent or separator)",
+    );
 }

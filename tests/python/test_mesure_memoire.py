@@ -97,7 +97,7 @@ class Estimate(unittest.TestCase):
     def test_total_is_rounded_once(self):
         self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.0000004")["total_gib"], "0.007813")
         self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.000001")["total_gib"], "0.007814")
-        self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.000000000000000001")["total_gib"], "0.007813")
+        self.assertEqual(mm.estimate_weights(1 << 23, 8, "0.000000000001")["total_gib"], "0.007813")
         self.assertEqual(mm.estimate_weights(1, 8, "0.0000005")["reserve_gib"], "0.000000")
 
     def test_largest_weights_that_fit(self):
@@ -151,6 +151,13 @@ class Estimate(unittest.TestCase):
             ["--bits", "8"],
             ["--parameters", "5", "--bits", "8", "--bits", "8"],
             ["--parameters", "5", "--bits", "8", "--unknown"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "123456789012345.123456789012345678"],
+            ["--parameters", "5", "--bits", "8", "--reserve-gib", "0.1234567890123"],
+            # Abbreviated flags are refused, as lab refuses them.
+            ["--param", "5", "--bits", "8"],
+            ["--parameters", "5", "--bit", "8"],
+            ["--parameters", "5", "--bits", "8", "--reserve", "4"],
+            ["--parameters", "5", "--bits", "8", "--js"],
         ]
         for args in cases:
             with self.subTest(args=args):
@@ -162,7 +169,58 @@ class Estimate(unittest.TestCase):
 
     def test_reserve_limits(self):
         self.assertEqual(mm.estimate_weights(1, 8, "123456789012345")["reserve_gib"], "123456789012345.000000")
-        self.assertEqual(mm.estimate_weights(1, 8, "0.123456789012345678")["reserve_gib"], "0.123457")
+        self.assertEqual(mm.estimate_weights(1, 8, "0.123456789012")["reserve_gib"], "0.123457")
+        self.assertEqual(
+            mm.estimate_weights(1, 8, "123456789012345.123456789012")["reserve_gib"], "123456789012345.123457"
+        )
+        # 15 digits before the point and 12 after: what lab holds exactly. The old limit
+        # (18 after) is refused with the limit named, on both sides.
+        for over in ("123456789012345.123456789012345678", "0.1234567890123", "1234567890123456.5"):
+            message = str(self.error(lambda: mm.parse_reserve_gib(over)))
+            self.assertIn("--reserve-gib accepts at most 15 digits before the point and 12 after", message)
+        self.assertIn("e.g. 7000000000", str(self.error(lambda: mm.parse_int("--parameters", "7e9", 1))))
+        bits = str(self.error(lambda: mm.parse_int("--bits", "8.5", 1)))
+        self.assertIn("digits only", bits)
+        self.assertNotIn("7000000000", bits)
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_unwritable_stdout_is_one_line_and_exit_1(self):
+        for extra in ((), ("--json",)):
+            with open("/dev/full", "w") as full:
+                done = subprocess.run(
+                    [sys.executable, SCRIPT, "estimate", "--parameters", "7", "--bits", "16", *extra],
+                    stdout=full,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    check=False,
+                )
+            self.assertEqual(done.returncode, 1, done.stderr)
+            self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
+            self.assertIn("cannot write to standard output", done.stderr)
+
+    def test_closed_pipe_is_not_an_error(self):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            done = subprocess.run(
+                [sys.executable, SCRIPT, "estimate", "--parameters", "7", "--bits", "16"],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                text=True,
+                check=False,
+            )
+        finally:
+            os.close(write_end)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr, "")
+
+    def test_every_parser_refuses_abbreviations(self):
+        parser = mm.build_parser()
+        self.assertFalse(parser.allow_abbrev)
+        commands = next(action for action in parser._actions if isinstance(action, mm.argparse._SubParsersAction))
+        self.assertEqual(set(commands.choices), {"estimate", "environment", "measure"})
+        for name, sub in commands.choices.items():
+            self.assertFalse(sub.allow_abbrev, name)
         self.assertIn("negative", str(self.error(lambda: mm.parse_reserve_gib("-1"))))
         self.assertIn("finite", str(self.error(lambda: mm.parse_reserve_gib("inf"))))
 
