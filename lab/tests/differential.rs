@@ -4,10 +4,13 @@
 //!   {1, 2, 3, 10} x accepted results {absent, 1, 3, 7, 1000};
 //! - `lab estimate --json` vs `mesure_memoire.py estimate --json` over parameters
 //!   {1, 999, 7e9, 70e9, 405e9} x bits 1..=64 x reserve {0, 4, 0.5};
-//! - a set of bad inputs for both commands: the same exit code on both sides, one stderr line.
+//! - a set of bad inputs for both commands: the same exit code on both sides, one stderr line
+//!   (and, for a malformed catalog, the same line number);
+//! - the `catalog` object for catalogs that are and are not the shipped one;
+//! - standard output that cannot be written: exit 1 and one stderr line on both sides.
 //!
 //! Both sides get the catalog through `--tariffs data/tarifs-forfaits.csv`, so the `catalog`
-//! objects (snapshot date, SHA-256, `embedded: false`) must match too. Every `lab` call is a
+//! objects (snapshot date, SHA-256, `embedded: false`, `illustrative`) must match too. Every `lab` call is a
 //! real process. On the Python side the grids run through one interpreter that calls each
 //! script's `main(argv)` per case (starting 1,800 interpreters would take minutes on a small
 //! CI machine); the bad inputs and a sample of the grid also run as real `python3 SCRIPT ...`
@@ -331,6 +334,7 @@ fn bad_price_inputs_are_refused_alike() {
         .join("missing.csv")
         .to_string_lossy()
         .into_owned();
+    let malformed = malformed_catalogs(dir.path());
     let files: Vec<String> = [&semicolons, &decimal_price, &duplicate]
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
@@ -397,6 +401,25 @@ fn bad_price_inputs_are_refused_alike() {
         args.extend(strings(&["--tariffs", file]));
         cases.push(args);
     }
+    // Not a regular file, too large, empty path (all bad input, 2), malformed catalogs.
+    let folder = dir.path().to_string_lossy().into_owned();
+    for file in ["/dev/zero", folder.as_str(), ""]
+        .into_iter()
+        .chain(malformed.iter().map(String::as_str))
+    {
+        let mut args = strings(&base);
+        args.extend(strings(&["--tariffs", file]));
+        cases.push(args);
+    }
+    // Abbreviated flags are refused on both sides (argparse would accept them by default).
+    cases.push(strings(&["--gpu", "b200", "--day", "7", "--lots", "1"]));
+    cases.push(strings(&["--gpu", "b200", "--days", "7", "--lot", "1"]));
+    cases.push(strings(&[
+        "--gpu", "b200", "--days", "7", "--lots", "1", "--acc", "5",
+    ]));
+    cases.push(strings(&[
+        "--gpu", "b200", "--days", "7", "--lots", "1", "--js",
+    ]));
     for args in &cases {
         let mut lab = strings(&["price"]);
         lab.extend(args.iter().cloned());
@@ -406,6 +429,216 @@ fn bad_price_inputs_are_refused_alike() {
     let mut args = strings(&base);
     args.extend(strings(&["--tariffs", &missing]));
     assert_eq!(run_python_process("calcul_forfaits.py", &args).code, 1);
+    for file in ["/dev/zero", folder.as_str(), ""]
+        .into_iter()
+        .chain(malformed.iter().map(String::as_str))
+    {
+        let mut args = strings(&base);
+        args.extend(strings(&["--tariffs", file]));
+        assert_eq!(
+            run_python_process("calcul_forfaits.py", &args).code,
+            2,
+            "{file}"
+        );
+    }
+}
+
+/// Catalog files that both sides must refuse, naming the same line; returns their paths.
+fn malformed_catalogs(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    let variants = [
+        // Over 1 MiB (trailing blank lines would otherwise be accepted).
+        ("big.csv", format!("{text}{}", "\n".repeat(1 << 20))),
+        // A quoted field spanning lines 3 and 4.
+        (
+            "multiline.csv",
+            text.replacen("NVIDIA T4 16 GB,1,7,", "\"NVIDIA T4\n16 GB\",1,7,", 1),
+        ),
+        // Old Mac line ends; a lone CR in one row; a NUL.
+        ("cr.csv", text.replace('\n', "\r")),
+        ("lone-cr.csv", text.replacen(",5586\n", ",5586\rx\n", 1)),
+        ("nul.csv", text.replacen("NVIDIA L4", "NVIDIA\0L4", 1)),
+        // Blank lines before a bad row: its own line (7) is named.
+        (
+            "blank-lines.csv",
+            text.replacen('\n', "\n\n\n", 2)
+                .replacen(",5586\n", ",55.86\n", 1),
+        ),
+        // A blank line after the header, then a bad row (line 4).
+        (
+            "blank-after-header.csv",
+            text.replacen(",5586\n", ",55.86\n", 1)
+                .replacen("price_cents\n", "price_cents\n\n", 1),
+        ),
+    ];
+    variants
+        .into_iter()
+        .map(|(name, content)| {
+            let path = dir.join(name);
+            std::fs::write(&path, content).unwrap();
+            path.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// The `line N` a message names, if any.
+fn named_line(message: &str) -> Option<String> {
+    let at = message.find("line ")?;
+    let digits: String = message[at + 5..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some(digits)
+}
+
+#[test]
+fn malformed_catalogs_name_the_same_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in malformed_catalogs(dir.path()) {
+        let args = strings(&[
+            "--gpu",
+            "b200",
+            "--days",
+            "7",
+            "--lots",
+            "1",
+            "--tariffs",
+            &file,
+        ]);
+        let mut lab_args = strings(&["price"]);
+        lab_args.extend(args.iter().cloned());
+        let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(&lab_args)
+            .output()
+            .unwrap()
+            .into();
+        let python = run_python_process("calcul_forfaits.py", &args);
+        assert_eq!(lab.code, 2, "{file}: {}", lab.stderr);
+        assert_eq!(python.code, 2, "{file}: {}", python.stderr);
+        assert_eq!(
+            named_line(&lab.stderr),
+            named_line(&python.stderr),
+            "{file}:\n lab: {}\n python: {}",
+            lab.stderr,
+            python.stderr
+        );
+    }
+}
+
+#[test]
+fn catalog_objects_agree_for_shipped_and_other_content() {
+    // The shipped rows in other bytes (CRLF, BOM, reversed rows, an extra column) are still
+    // the shipped, illustrative catalog dated 2026-09-24; changed prices carry no date.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[1..].reverse();
+    let reordered: Vec<String> = lines.iter().map(|l| format!("{l},x")).collect();
+    let variants = [
+        ("crlf.csv", text.replace('\n', "\r\n"), true),
+        (
+            "reordered.csv",
+            format!("\u{feff}{}\n", reordered.join("\n")),
+            true,
+        ),
+        ("other.csv", text.replacen(",2520\n", ",2999\n", 1), false),
+    ];
+    let mut grid = Vec::new();
+    for (name, content, _) in &variants {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let args = strings(&[
+            "--gpu",
+            "t4",
+            "--days",
+            "3",
+            "--lots",
+            "2",
+            "--tariffs",
+            &path.to_string_lossy(),
+            "--json",
+        ]);
+        let mut lab = strings(&["price"]);
+        lab.extend(args.iter().cloned());
+        grid.push((lab, args));
+    }
+    compare_grid("catalog object", "calcul_forfaits.py", &grid);
+    for ((lab_args, _), (name, _, shipped)) in grid.iter().zip(&variants) {
+        let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(lab_args)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let info = &v["catalog"];
+        assert_eq!(info["illustrative"], *shipped, "{name}");
+        let date = if *shipped {
+            Value::from("2026-09-24")
+        } else {
+            Value::Null
+        };
+        assert_eq!(info["snapshot_date"], date, "{name}");
+    }
+}
+
+#[test]
+fn unwritable_stdout_is_one_line_and_exit_1() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let price = strings(&["--gpu", "b200", "--days", "7", "--lots", "1"]);
+    let estimate = strings(&["estimate", "--parameters", "7", "--bits", "16"]);
+    let mut lab_price = strings(&["price"]);
+    lab_price.extend(price.iter().cloned());
+    for (lab_args, script_name, python_args) in [
+        (&lab_price, "calcul_forfaits.py", &price),
+        (&estimate, "mesure_memoire.py", &estimate),
+    ] {
+        let file = || std::fs::OpenOptions::new().write(true).open(full).unwrap();
+        let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(lab_args)
+            .stdout(file())
+            .output()
+            .unwrap()
+            .into();
+        let twin: Outcome = Command::new(python())
+            .arg(script(script_name))
+            .args(python_args)
+            .stdout(file())
+            .output()
+            .unwrap()
+            .into();
+        for (side, outcome) in [("lab", &lab), ("python", &twin)] {
+            assert_eq!(outcome.code, 1, "{side} {lab_args:?}: {}", outcome.stderr);
+            assert_eq!(
+                outcome.stderr.lines().count(),
+                1,
+                "{side} {lab_args:?}: {}",
+                outcome.stderr
+            );
+            assert!(
+                outcome.stderr.contains("cannot write to standard output"),
+                "{side}: {}",
+                outcome.stderr
+            );
+        }
+        // A reader that has gone away (`| head -c1`) is not an error on either side.
+        for (side, mut command) in [
+            ("lab", Command::new(env!("CARGO_BIN_EXE_lab"))),
+            ("python", Command::new(python())),
+        ] {
+            if side == "lab" {
+                command.args(lab_args);
+            } else {
+                command.arg(script(script_name)).args(python_args);
+            }
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            let outcome: Outcome = command.stdout(writer).output().unwrap().into();
+            assert_eq!(outcome.code, 0, "{side} {lab_args:?}: {}", outcome.stderr);
+            assert!(outcome.stderr.is_empty(), "{side}: {}", outcome.stderr);
+        }
+    }
 }
 
 #[test]
@@ -444,6 +677,12 @@ fn bad_estimate_inputs_are_refused_alike() {
         "",
         "1234567890123456",
         "0.1234567890123456789",
+        // One digit past the limit (15 before the point, 12 after) on either side, and the
+        // old documented limit (15 + 18), which lab could not hold.
+        "1234567890123456.5",
+        "0.1234567890123",
+        "123456789012345.1234567890123",
+        "123456789012345.123456789012345678",
     ] {
         let mut args = strings(&ok);
         args.extend(strings(&["--reserve-gib", reserve]));
@@ -466,6 +705,18 @@ fn bad_estimate_inputs_are_refused_alike() {
         "16",
         "--gpu",
     ]));
+    // Abbreviated flags are refused on both sides.
+    cases.push(strings(&["--param", "7000000000", "--bits", "16"]));
+    cases.push(strings(&["--parameters", "7000000000", "--bit", "16"]));
+    cases.push(strings(&[
+        "--parameters",
+        "7",
+        "--bits",
+        "16",
+        "--reserve",
+        "4",
+    ]));
+    cases.push(strings(&["--parameters", "7", "--bits", "16", "--js"]));
     for args in &cases {
         let mut full = strings(&["estimate"]);
         full.extend(args.iter().cloned());
@@ -480,9 +731,18 @@ fn boundary_values_agree() {
         ["18446744073709551615", "8", "0"],
         ["8388608", "8", "0.0000004"],
         ["8388608", "8", "0.000001"],
-        ["8388608", "8", "0.000000000000000001"],
+        ["8388608", "8", "0.000000000001"],
         ["1500", "8", "123456789012345"],
-        ["1", "4294967295", "0.123456789012345678"],
+        ["1", "4294967295", "0.123456789012"],
+        // The largest reserves accepted: 15 digits before the point, 12 after.
+        ["7000000000", "16", "123456789012345.123456789012"],
+        ["18446744073709551615", "8", "999999999999999.999999999999"],
+        [
+            "1",
+            "1",
+            "000000000000000000000000000000000123456789012345.000000000000",
+        ],
+        ["3", "8", "0.000000000000"],
     ];
     let mut grid = Vec::new();
     for [p, b, r] in estimates {
