@@ -84,19 +84,9 @@ pub fn run(args: Args) -> lab::Result<()> {
     if accepted.is_none() {
         out.push("unit cost per result: give --accepted-results K".to_string());
     }
-    let label = if catalog.is_illustrative() {
-        ", illustrative prices"
-    } else {
-        ""
-    };
     out.push(format!(
-        "catalog: {}, snapshot {}{label}, sha256 {}",
-        if comparison.catalog.embedded {
-            "embedded"
-        } else {
-            "file"
-        },
-        comparison.catalog.snapshot_date,
+        "catalog: {}, sha256 {}",
+        catalog.describe(),
         comparison.catalog.sha256
     ));
     emit(&out)
