@@ -47,13 +47,43 @@ I64_MAX = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_one(match):
+    """The escape of one control character (or U+FFFD for an undecodable argument byte)."""
+    char = match.group()
+    if "\ud800" <= char <= "\udfff":
+        return "\ufffd"
+    return _SHORT_ESCAPES.get(char) or f"\\u{{{ord(char):x}}}"
+
+
+def one_line(text):
+    """``text`` with every control character escaped as ``lab`` prints its messages.
+
+    The escapes are Rust's ``char::escape_default``: ``\\n``, ``\\r``, ``\\t``, and
+    ``\\u{1b}`` (lowercase hex, no leading zeros) for the other C0 and C1 controls and DEL.
+    A message quoting user input thus stays one line and sends no escape sequence to the
+    terminal. Backslashes and printable text are kept as they are; a command-line byte that is
+    not UTF-8 (a lone surrogate in Python) becomes U+FFFD, as in ``lab``.
+    """
+    return _CONTROL.sub(_escape_one, str(text))
+
+
 class PriceError(Exception):
     """A failure reported as one line: exit code 2 for bad input, 1 for an unreadable file."""
 
     def __init__(self, message, exit_code=2):
-        """Keeps the one-line message (newlines folded) and the exit code."""
-        super().__init__(" ".join(str(message).split()))
+        """Keeps the message, control characters escaped (see ``one_line``), and the exit code."""
+        super().__init__(one_line(message))
         self.exit_code = exit_code
+
+
+def print_error(message):
+    """Prints ``calcul_forfaits.py: error: MESSAGE`` on stderr as one line: every message of
+    this script goes through here, control characters escaped (see ``one_line``)."""
+    print(f"calcul_forfaits.py: error: {one_line(message)}", file=sys.stderr)
 
 
 def durations_list():
@@ -408,8 +438,9 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line on stderr and exit code 2."""
 
     def error(self, message):
-        """Prints ``calcul_forfaits.py: error: MESSAGE`` and exits 2."""
-        self.exit(2, f"calcul_forfaits.py: error: {' '.join(message.split())}\n")
+        """Prints ``calcul_forfaits.py: error: MESSAGE`` (see ``print_error``) and exits 2."""
+        print_error(message)
+        self.exit(2)
 
 
 class _Once(argparse.Action):
@@ -460,7 +491,7 @@ def main(argv=None):
         result = quote(rows, info, args.gpu, days, lots, accepted)
         write_stdout(json.dumps(result, indent=2, ensure_ascii=False) if args.json else quote_text(result, path))
     except PriceError as error:
-        print(f"calcul_forfaits.py: error: {error}", file=sys.stderr)
+        print_error(error)
         return error.exit_code
     return 0
 

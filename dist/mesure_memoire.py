@@ -6,7 +6,8 @@ Three subcommands:
 * ``estimate``: weight memory from a parameter count and a storage width. Standard library
   only, no GPU. Same flags and ``--json`` keys as ``lab estimate``.
 * ``environment --device cuda:N``: what this Python, its PyTorch and the GPU at that index
-  report. A diagnostic: it exits 0 and says "not available" when PyTorch or the GPU is missing.
+  report. A diagnostic: it exits 0 and says "not available", with the reason, when PyTorch or
+  the GPU is missing or the device is not a GPU device (``cpu``, ``mps``, ``cuda:x``...).
 * ``measure --device cuda:N ... --output FILE``: runs ``Linear -> GELU -> Linear`` on that GPU,
   phase by phase, and writes one new JSON document (schema ``iteragpu-lab/measurement/v1``).
   Without an importable PyTorch or without that GPU it prints one line and exits 2, writing
@@ -41,6 +42,28 @@ SCHEMA_ID = "iteragpu-lab/measurement/v1"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _INTEGER = re.compile(r"[0-9]+")
 _U64_MAX = 2**64 - 1
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_one(match):
+    """The escape of one control character (or U+FFFD for an undecodable argument byte)."""
+    char = match.group()
+    if "\ud800" <= char <= "\udfff":
+        return "\ufffd"
+    return _SHORT_ESCAPES.get(char) or f"\\u{{{ord(char):x}}}"
+
+
+def one_line(text):
+    """``text`` with every control character escaped as ``lab`` prints its messages.
+
+    The escapes are Rust's ``char::escape_default``: ``\\n``, ``\\r``, ``\\t``, and
+    ``\\u{1b}`` (lowercase hex, no leading zeros) for the other C0 and C1 controls and DEL.
+    A message quoting user input thus stays one line and sends no escape sequence to the
+    terminal. Backslashes and printable text are kept as they are; a command-line byte that is
+    not UTF-8 (a lone surrogate in Python) becomes U+FFFD, as in ``lab``.
+    """
+    return _CONTROL.sub(_escape_one, str(text))
 
 
 class KitError(Exception):
@@ -51,8 +74,8 @@ class KitError(Exception):
     """
 
     def __init__(self, message, exit_code=2):
-        """Keeps the one-line message (newlines folded) and the exit code."""
-        super().__init__(" ".join(str(message).split()))
+        """Keeps the message, control characters escaped (see ``one_line``), and the exit code."""
+        super().__init__(one_line(message))
         self.exit_code = exit_code
 
 
@@ -212,7 +235,7 @@ def parse_device(device):
             f"'{text}' (Apple Metal) is not supported: the measurement needs a CUDA or ROCm GPU "
             "named cuda:N"
         )
-    raise KitError(f"unrecognised device {text!r}: write cuda:N, e.g. --device cuda:0 (ROCm GPUs are cuda:N too)")
+    raise KitError(f"unrecognised device '{text}': write cuda:N, e.g. --device cuda:0 (ROCm GPUs are cuda:N too)")
 
 
 def import_torch():
@@ -263,11 +286,17 @@ def collect_environment(device, torch=None, reason=None):
 
     Keys of the measurement schema's ``environment`` object, plus diagnostic ones
     (``torch_available``, ``torch_error``, ``gpu_available``, ``device_available``,
-    ``driver``). Values that cannot be known are None. Collects no environment variable,
-    host name or user name. ``torch``/``reason`` come from ``import_torch`` when the caller
-    has already imported it.
+    ``device_error``, ``driver``). Values that cannot be known are None: ``device_count`` is
+    None without PyTorch and 0 when PyTorch sees no GPU. Never raises for the device: a
+    string that is not ``cuda:N`` (``cpu``, ``mps``, ``cuda:x``...) is kept as typed, with
+    ``device_available`` false and the reason in ``device_error``, as for a GPU that is
+    missing. Collects no environment variable, host name or user name. ``torch``/``reason``
+    come from ``import_torch`` when the caller has already imported it.
     """
-    index = parse_device(device)
+    try:
+        index, device_error = parse_device(device), None
+    except KitError as error:
+        index, device_error = None, str(error)
     if torch is None and reason is None:
         torch, reason = import_torch()
     env = {
@@ -278,17 +307,20 @@ def collect_environment(device, torch=None, reason=None):
         "cuda_build_version": None,
         "hip_build_version": None,
         "gpu_available": False,
-        "device": f"cuda:{index}",
+        "device": str(device) if index is None else f"cuda:{index}",
         "device_available": False,
+        "device_error": device_error,
         "device_name": None,
         "compute_capability": None,
         "total_memory_bytes": None,
         "multiprocessor_count": None,
-        "device_count": 0,
+        "device_count": None,
         "tf32_matmul_allowed": None,
         "driver": None,
     }
     if torch is None:
+        if device_error is None:
+            env["device_error"] = "PyTorch cannot be imported"
         return env
     env["torch_version"] = str(torch.__version__)
     env["cuda_build_version"] = getattr(torch.version, "cuda", None)
@@ -298,7 +330,7 @@ def collect_environment(device, torch=None, reason=None):
         warnings.simplefilter("ignore")
         env["gpu_available"] = bool(torch.cuda.is_available())
         env["device_count"] = int(torch.cuda.device_count()) if env["gpu_available"] else 0
-    if index < env["device_count"]:
+    if index is not None and index < env["device_count"]:
         properties = torch.cuda.get_device_properties(index)
         major, minor = torch.cuda.get_device_capability(index)
         env["device_available"] = True
@@ -306,18 +338,33 @@ def collect_environment(device, torch=None, reason=None):
         env["compute_capability"] = f"{major}.{minor}"
         env["total_memory_bytes"] = int(properties.total_memory)
         env["multiprocessor_count"] = int(properties.multi_processor_count)
+    elif device_error is None and env["device_count"] == 0:
+        env["device_error"] = (
+            f"PyTorch {env['torch_version']} sees no GPU: check the driver with nvidia-smi or rocm-smi "
+            "and that this PyTorch build matches it"
+        )
+    elif device_error is None:
+        count = env["device_count"]
+        env["device_error"] = f"cuda:{index} does not exist: PyTorch sees {count} GPU(s), cuda:0 to cuda:{count - 1}"
     if env["gpu_available"]:
         env["driver"] = _driver_version()
     return env
 
 
 def environment_text(env):
-    """A short readable summary of a ``collect_environment`` result."""
+    """A short readable summary of a ``collect_environment`` result.
 
-    def shown(value):
-        """The value, or 'not available' when it is None."""
-        return "not available" if value is None else str(value)
+    Every line goes through ``one_line``: a device string or an error quoted from PyTorch
+    cannot add lines or send escape sequences to the terminal.
+    """
 
+    def shown(value, why=None):
+        """The value, or 'not available' (and why, when known) when it is None."""
+        if value is not None:
+            return str(value)
+        return f"not available ({why})" if why else "not available"
+
+    no_torch = None if env["torch_available"] else "PyTorch cannot be imported"
     lines = [
         f"tool:              {TOOL['name']} {TOOL['version']} ({TOOL['implementation']})",
         f"python:            {env['runtime']['version']}",
@@ -325,7 +372,7 @@ def environment_text(env):
         + (f" ({env['torch_error']})" if env["torch_error"] else ""),
         f"built for CUDA:    {shown(env['cuda_build_version'])}",
         f"built for HIP:     {shown(env['hip_build_version'])}",
-        f"GPUs visible:      {env['device_count']}",
+        f"GPUs visible:      {shown(env['device_count'], no_torch)}",
     ]
     if env["device_available"]:
         lines += [
@@ -337,7 +384,11 @@ def environment_text(env):
             f"multiprocessors:   {env['multiprocessor_count']}",
         ]
     else:
-        lines.append(f"{env['device']}:            not available")
+        try:
+            label = f"cuda:{parse_device(env['device'])}"
+        except KitError:
+            label = f"'{env['device']}'"
+        lines.append(f"{label}:            {shown(None, env.get('device_error'))}")
     lines.append(f"TF32 matmul:       {shown(env['tf32_matmul_allowed'])}")
     driver = env["driver"]
     lines.append(
@@ -346,7 +397,7 @@ def environment_text(env):
         else "driver:            not reported (check it with the vendor tool: nvidia-smi or rocm-smi)"
     )
     lines.append("The CUDA/HIP version above is the one PyTorch was built with, not the driver's.")
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)
 
 
 # end-notebook-cell
@@ -505,7 +556,7 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
     repeats = parse_int("--repeats", repeats, 1)
     seed = parse_int("--seed", seed, 0, 2**63 - 1)
     if dtype not in DTYPE_BYTES:
-        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got {dtype!r}")
+        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{dtype}'")
     torch, index = require_gpu(device)
     created_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     environment = collect_environment(f"cuda:{index}", torch=torch)
@@ -644,12 +695,19 @@ def write_stdout(text):
         raise KitError(f"cannot write to standard output: {error.strerror or error}", exit_code=1) from None
 
 
+def print_error(message):
+    """Prints ``mesure_memoire.py: error: MESSAGE`` on stderr as one line: every message of
+    this script goes through here, control characters escaped (see ``one_line``)."""
+    print(f"mesure_memoire.py: error: {one_line(message)}", file=sys.stderr)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line on stderr and exit code 2."""
 
     def error(self, message):
-        """Prints ``mesure_memoire.py: error: MESSAGE`` and exits 2."""
-        self.exit(2, f"mesure_memoire.py: error: {' '.join(message.split())}\n")
+        """Prints ``mesure_memoire.py: error: MESSAGE`` (see ``print_error``) and exits 2."""
+        print_error(message)
+        self.exit(2)
 
 
 class _Once(argparse.Action):
@@ -720,7 +778,7 @@ def _cli_measure(args):
         minimum = 0 if name in ("warmup", "seed") else 1
         parse_int(f"--{name}", getattr(args, name), minimum, 2**63 - 1 if name == "seed" else _U64_MAX)
     if args.dtype not in DTYPE_BYTES:
-        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got {args.dtype!r}")
+        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{args.dtype}'")
     parse_device(args.device)
     check_new_output(args.output)
     document = run_measurement(
@@ -737,10 +795,10 @@ def main(argv=None):
     try:
         return args.handler(args)
     except KitError as error:
-        print(f"mesure_memoire.py: error: {error}", file=sys.stderr)
+        print_error(error)
         return error.exit_code
     except KeyboardInterrupt:
-        print("mesure_memoire.py: error: interrupted; no file was written", file=sys.stderr)
+        print_error("interrupted; no file was written")
         return 130
 
 

@@ -447,5 +447,59 @@ class CatalogLookup(unittest.TestCase):
             self.assertEqual(len(done.stderr.splitlines()), 1)
 
 
+class ControlCharacters(unittest.TestCase):
+    """Messages quoting user input escape control characters as ``lab`` does (Rust's
+    ``char::escape_default``): one line, no escape sequence reaching the terminal."""
+
+    def assert_clean_refusal(self, args, code, fragment):
+        """Exit ``code``, one stderr line free of control characters, containing ``fragment``."""
+        done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, check=False)
+        self.assertEqual(done.returncode, code, done.stderr)
+        self.assertEqual(done.stdout, b"")
+        stderr = done.stderr.decode("utf-8")
+        self.assertTrue(stderr.endswith("\n"), stderr)
+        line = stderr[:-1]
+        self.assertTrue(line.startswith("calcul_forfaits.py: error: "), line)
+        controls = [char for char in line if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F]
+        self.assertEqual(controls, [], line)
+        self.assertIn(fragment, line)
+
+    def test_escape_sequences_in_flags_are_escaped_like_lab(self):
+        base = {"--gpu": "b200", "--days": "7", "--lots": "1"}
+        cases = [
+            ("--gpu", "b2\x1b[31m00", 2, "unknown GPU 'b2\\u{1b}[31m00'; valid ids: "),
+            ("--gpu", "b2\n00", 2, "unknown GPU 'b2\\n00'"),
+            ("--days", "7\x1b", 2, "got '7\\u{1b}'"),
+            ("--days", "\x1b[2J7", 2, "got '\\u{1b}[2J7'"),
+            ("--lots", "1\x1b", 2, "--lots must be a whole number from 1 to 18446744073709551615, got '1\\u{1b}'"),
+            ("--lots", "1\n2\t\x7f\x85\r", 2, "got '1\\n2\\t\\u{7f}\\u{85}\\r'"),
+            ("--accepted-results", "\x07", 2, "--accepted-results must be a whole number from 1 to 18446744073709551615, got '\\u{7}'"),
+            ("--tariffs", "/no/such/\x1b[31m.csv", 1, "cannot read catalog /no/such/\\u{1b}[31m.csv: "),
+        ]
+        for flag, value, code, fragment in cases:
+            with self.subTest(flag=flag, value=value):
+                args = dict(base, **{flag: value})
+                self.assert_clean_refusal([item for pair in args.items() for item in pair], code, fragment)
+
+    def test_usage_errors_are_escaped_too(self):
+        self.assert_clean_refusal(
+            ["--gpu", "b200", "--days", "7", "--lots", "1", "--x\x1b[0m"], 2, "unrecognized arguments: --x\\u{1b}[0m"
+        )
+
+    def test_one_line_is_rust_escape_default_on_control_characters(self):
+        self.assertEqual(cf.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
+        self.assertEqual(cf.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
+        # Printable text, backslashes, quotes and non-ASCII letters are kept as they are.
+        kept = "b200 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        self.assertEqual(cf.one_line(kept), kept)
+        # Escaping twice changes nothing more.
+        once = cf.one_line("x\x1b\ny")
+        self.assertEqual(cf.one_line(once), once)
+        # An argument byte that is not UTF-8 (a lone surrogate) becomes U+FFFD, as in lab.
+        self.assertEqual(cf.one_line("a\udcffb"), "a\ufffdb")
+        self.assertEqual(str(cf.PriceError("got 'x\x1b\ny'")), "got 'x\\u{1b}\\ny'")
+
+
+
 if __name__ == "__main__":
     unittest.main()

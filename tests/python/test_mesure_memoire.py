@@ -764,6 +764,173 @@ class Notebook(unittest.TestCase):
             os.chdir(self.cwd)
 
 
+CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class ControlCharacters(unittest.TestCase):
+    """Messages and the environment text escape control characters as ``lab`` does (Rust's
+    ``char::escape_default``): one line per message, no escape sequence reaching the terminal."""
+
+    def assert_clean_refusal(self, args, fragment):
+        """Exit 2, nothing on stdout, one stderr line free of control characters with ``fragment``."""
+        done = run(*args, isolated=True)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertEqual(done.stdout, "")
+        self.assertTrue(done.stderr.endswith("\n"), done.stderr)
+        line = done.stderr[:-1]
+        self.assertTrue(line.startswith("mesure_memoire.py: error: "), line)
+        self.assertIsNone(CONTROLS.search(line), line)
+        self.assertIn(fragment, line)
+
+    def test_errors_are_escaped_like_lab(self):
+        self.assert_clean_refusal(
+            ["estimate", "--parameters", "7\x1b[2J", "--bits", "16"],
+            "--parameters must be a whole number from 1 to 18446744073709551615, got '7\\u{1b}[2J'",
+        )
+        self.assert_clean_refusal(
+            ["estimate", "--parameters", "7", "--bits", "16", "--reserve-gib", "4\n\t\x85"],
+            "got '4\\n\\t\\u{85}'",
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            output = os.path.join(folder, "m.json")
+            self.assert_clean_refusal(
+                ["measure", "--device", "cu\x1bda:0", *SMALL, "--output", output],
+                "unrecognised device 'cu\\u{1b}da:0'",
+            )
+            self.assert_clean_refusal(
+                ["measure", "--device", "cuda:0", *SMALL, "--dtype", "f\x1b", "--output", output],
+                "--dtype must be one of float32, float16, bfloat16, got 'f\\u{1b}'",
+            )
+            self.assertEqual(os.listdir(folder), [])
+        self.assert_clean_refusal(["estimate", "--parameters", "7", "--bits", "16", "--x\x7f"], "--x\\u{7f}")
+
+    def test_environment_text_escapes_the_device(self):
+        reference = run("environment", "--device", "cuda:0", isolated=True)
+        done = run("environment", "--device", "cuda:\x1b[31mRED\nx", isolated=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr, "")
+        self.assertIsNone(CONTROLS.search(done.stdout.replace("\n", "")), done.stdout)
+        self.assertEqual(len(done.stdout.splitlines()), len(reference.stdout.splitlines()), done.stdout)
+        self.assertIn("'cuda:\\u{1b}[31mRED\\nx':", done.stdout)
+        env = json.loads(run("environment", "--device", "cuda:\x1b[31mRED", "--json", isolated=True).stdout)
+        self.assertEqual(env["device"], "cuda:\x1b[31mRED")
+
+    def test_environment_text_escapes_what_pytorch_says(self):
+        env = mm.collect_environment("cuda:0", torch=None, reason="ImportError: first\nsecond \x1b[0m")
+        text = mm.environment_text(env)
+        self.assertIn("(ImportError: first\\nsecond \\u{1b}[0m)", text)
+        self.assertIsNone(CONTROLS.search(text.replace("\n", "")), text)
+
+    def test_one_line_is_rust_escape_default_on_control_characters(self):
+        self.assertEqual(mm.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
+        self.assertEqual(mm.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
+        kept = "cuda:0 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        self.assertEqual(mm.one_line(kept), kept)
+        once = mm.one_line("x\x1b\ny")
+        self.assertEqual(mm.one_line(once), once)
+        self.assertEqual(mm.one_line("a\udcffb"), "a\ufffdb")
+        self.assertEqual(str(mm.KitError("got 'x\x1b\ny'")), "got 'x\\u{1b}\\ny'")
+
+
+class EnvironmentDiagnostic(unittest.TestCase):
+    """SPEC section 3: environment always exits 0 and says "not available" with the reason."""
+
+    NOT_GPU = {
+        "cpu": "'cpu' is not a GPU",
+        "mps": "'mps' (Apple Metal) is not supported",
+        "mps:0": "'mps:0' (Apple Metal) is not supported",
+        "cuda": "a bare 'cuda' is refused",
+        "cuda:x": "unrecognised device 'cuda:x'",
+        "cuda:-1": "unrecognised device 'cuda:-1'",
+        "": "unrecognised device ''",
+        "cuda:99999999999": "the device index must be a whole number from 0 to 2147483647",
+    }
+
+    def setUp(self):
+        """Remembers sys.modules' torch (a test may install a fake one)."""
+        self.saved = sys.modules.get("torch")
+
+    def tearDown(self):
+        """Restores sys.modules."""
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+
+    def test_a_device_that_is_not_a_gpu_is_reported_not_refused(self):
+        for device, reason in self.NOT_GPU.items():
+            with self.subTest(device=device):
+                done = run("environment", "--device", device, isolated=True)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(done.stderr, "")
+                self.assertRegex(done.stdout, rf"(?m)^'{re.escape(device)}':\s+not available \(.*{re.escape(reason)}")
+                done = run("environment", "--device", device, "--json", isolated=True)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                env = json.loads(done.stdout)
+                self.assertEqual(env["device"], device)
+                self.assertIs(env["device_available"], False)
+                self.assertIn(reason, env["device_error"])
+
+    def test_measure_still_refuses_them(self):
+        with tempfile.TemporaryDirectory() as folder:
+            for device, reason in self.NOT_GPU.items():
+                with self.subTest(device=device):
+                    output = os.path.join(folder, "m.json")
+                    done = run("measure", "--device", device, *SMALL, "--output", output, isolated=True)
+                    self.assertEqual(done.returncode, 2, done.stderr)
+                    self.assertIn(reason, done.stderr)
+                    self.assertEqual(len(done.stderr.splitlines()), 1)
+            self.assertEqual(os.listdir(folder), [])
+
+    def test_device_count_is_unknown_without_pytorch(self):
+        env = json.loads(run("environment", "--device", "cuda:0", "--json", isolated=True).stdout)
+        self.assertIsNone(env["device_count"])
+        self.assertIs(env["torch_available"], False)
+        self.assertEqual(env["device_error"], "PyTorch cannot be imported")
+        text = run("environment", "--device", "cuda:0", isolated=True).stdout
+        self.assertIn("GPUs visible:      not available (PyTorch cannot be imported)\n", text)
+        self.assertIn("cuda:0:            not available (PyTorch cannot be imported)\n", text)
+        self.assertNotIn("GPUs visible:      0", text)
+
+    def environment(self, *args, gpu=True):
+        """Runs ``main(["environment", *args])`` with the fake torch; returns (code, stdout)."""
+        torch = make_fake_torch()
+        if not gpu:
+            torch.cuda.is_available = lambda: False
+            torch.cuda.device_count = lambda: 0
+        sys.modules["torch"] = torch
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = mm.main(["environment", *args])
+        return code, out.getvalue()
+
+    def test_pytorch_without_gpu_counts_a_real_zero(self):
+        code, text = self.environment("--device", "cuda:0", gpu=False)
+        self.assertEqual(code, 0)
+        self.assertIn("GPUs visible:      0\n", text)
+        self.assertIn("cuda:0:            not available (PyTorch 0.0.0+fake sees no GPU", text)
+        code, text = self.environment("--device", "cuda:0", "--json", gpu=False)
+        env = json.loads(text)
+        self.assertEqual(env["device_count"], 0)
+        self.assertIs(env["device_available"], False)
+        self.assertIn("sees no GPU", env["device_error"])
+
+    def test_pytorch_with_a_gpu(self):
+        env = json.loads(self.environment("--device", "cuda:0", "--json")[1])
+        self.assertEqual(env["device_count"], 1)
+        self.assertIs(env["device_available"], True)
+        self.assertIsNone(env["device_error"])
+        env = json.loads(self.environment("--device", "cuda:3", "--json")[1])
+        self.assertEqual(env["device_count"], 1)
+        self.assertIs(env["device_available"], False)
+        self.assertEqual(env["device_error"], "cuda:3 does not exist: PyTorch sees 1 GPU(s), cuda:0 to cuda:0")
+        code, text = self.environment("--device", "cpu")
+        self.assertEqual(code, 0)
+        self.assertIn("pytorch:           0.0.0+fake\n", text)
+        self.assertIn("GPUs visible:      1\n", text)
+        self.assertIn("'cpu':            not available ('cpu' is not a GPU", text)
+
+
 def _capture_stderr(call):
     """Runs ``call`` with stdout/stderr captured; returns ``(result, stderr text)``."""
     out, err = io.StringIO(), io.StringIO()
