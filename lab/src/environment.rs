@@ -3,6 +3,7 @@
 //! from the `lab-torch-worker` child process ([`crate::worker`]); this module assembles and
 //! prints it. Collects no environment variable, host name or user name.
 
+use crate::text::one_line;
 use crate::worker::{DeviceInfo, WorkerEnvironment};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -216,7 +217,8 @@ impl EnvironmentReport {
     }
 
     /// The human-readable report: one `label: value` line each, "not available (why)" for
-    /// what is missing.
+    /// what is missing. Control characters in any value or note (e.g. a `--device` typed with
+    /// an ESC sequence) are escaped with [`one_line`].
     pub fn text(&self) -> String {
         let na = |why: &str| format!("not available ({why})");
         let why = match (&self.worker, self.libtorch_available) {
@@ -229,8 +231,13 @@ impl EnvironmentReport {
         };
         let loaded = self.libtorch_available == Some(true);
         let mut out = String::new();
+        // The device is printed as typed and the notes may quote it (or a --worker path):
+        // every label, value and note has its control characters escaped, so that no input
+        // can send escape sequences to the terminal or add lines to the report.
         let mut line = |label: &str, value: String| {
-            let _ = writeln!(out, "{label:<30}{value}");
+            // Column 31, and always at least one space (a long typed device cannot run
+            // into its value).
+            let _ = writeln!(out, "{:<29} {}", one_line(label), one_line(&value));
         };
         line(
             "tool",
@@ -288,7 +295,7 @@ impl EnvironmentReport {
             },
         );
         for problem in &self.problems {
-            let _ = writeln!(out, "note: {problem}");
+            let _ = writeln!(out, "note: {}", one_line(problem));
         }
         out
     }
@@ -311,6 +318,28 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["device_count"], serde_json::Value::Null);
         assert_eq!(json["libtorch_available"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn control_characters_in_input_are_escaped() {
+        let mut report = EnvironmentReport::new("cuda:\u{1b}[31mRED");
+        report
+            .problems
+            .push("--device must be cuda:N, got 'cuda:\u{1b}[31mRED\nx'".to_owned());
+        let text = report.text();
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(
+            text.contains("\ndevice cuda:\\u{1b}[31mRED     not available (no torch worker"),
+            "{text:?}"
+        );
+        assert!(
+            text.ends_with("note: --device must be cuda:N, got 'cuda:\\u{1b}[31mRED\\nx'\n"),
+            "{text:?}"
+        );
+        // The JSON keeps the value as typed; serde_json escapes it (\u001b).
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(!json.contains('\u{1b}'));
+        assert!(json.contains(r#""device":"cuda:\u001b[31mRED""#), "{json}");
     }
 
     #[test]

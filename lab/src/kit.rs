@@ -492,8 +492,31 @@ pub fn check_catalog(file: &str, bytes: &[u8]) -> Vec<Finding> {
     }
 }
 
+/// Checks the path given to `lab verify-kit` or `cargo xtask verify --archive` before any
+/// reading, so that both give the same exit code for the same path.
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2) when the path exists but is not a regular file (e.g. a folder):
+/// bad input. [`Error::Runtime`] (exit 1) when it is missing or its metadata cannot be read.
+pub fn check_archive_path(path: &Path) -> Result<()> {
+    let metadata = std::fs::metadata(path).map_err(|e| {
+        Error::runtime(format!(
+            "cannot read {}: {e}; give the path of the kit's .zip archive",
+            path.display()
+        ))
+    })?;
+    if !metadata.is_file() {
+        return Err(Error::usage(format!(
+            "{} is not a file; give the kit's .zip archive",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Reads the archive at `path` (at most [`MAX_ARCHIVE_BYTES`]) and checks it against its own
-/// manifest with [`verify_archive_bytes`]. Never extracts anything.
+/// manifest with [`verify_archive_bytes`]. Never extracts anything. Callers that take the path
+/// from a user check it first with [`check_archive_path`].
 pub fn verify_archive(path: &Path) -> Report {
     let label = path.display().to_string();
     let read = std::fs::File::open(path)

@@ -11,8 +11,9 @@
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`kit`]: the release archive, its manifest and its verifier;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
-//!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`error`] (the two kinds
-//!   of failure and their exit codes).
+//!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
+//!   printed back with control characters escaped), [`error`] (the two kinds of failure and
+//!   their exit codes).
 
 pub mod catalog;
 pub mod compare;
@@ -28,6 +29,7 @@ pub mod record;
 pub mod report;
 pub mod sweep;
 pub mod table;
+pub mod text;
 pub mod units;
 pub mod worker;
 

@@ -4,6 +4,7 @@ mod cli;
 
 use clap::error::ErrorKind;
 use clap::Parser;
+use lab::text::one_line;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -18,21 +19,6 @@ fn main() -> ExitCode {
             ExitCode::from(error.exit_code())
         }
     }
-}
-
-/// `message` with every control character escaped (`\n`, `\r`, `\t`, `\u{1b}`...), so that
-/// an error quoting user input stays exactly one line on stderr and never sends escape
-/// sequences to the terminal. Backslashes and printable text are left as they are.
-fn one_line(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for c in message.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Help and version go to stdout as clap prints them; a real usage error becomes one line

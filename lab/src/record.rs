@@ -48,7 +48,8 @@ pub const OUTCOMES: [&str; 4] = ["completed", "failed", "interrupted", "rejected
 /// What the user gives for one run; everything optional is an empty cell when absent.
 #[derive(Debug, Clone, Default)]
 pub struct RunInput<'a> {
-    /// `run_id`; `None` -> `run-N`, N = rows already in the grid + 1.
+    /// `run_id`; `None` -> `run-N`, the smallest N from rows already in the grid + 1 whose
+    /// `run-N` is not used yet (ids the user chose are skipped, never refused).
     pub run_id: Option<&'a str>,
     /// `date_utc` (`YYYY-MM-DDTHH:MM:SSZ`); `None` -> now.
     pub date_utc: Option<&'a str>,
@@ -98,6 +99,11 @@ fn check_text(flag: &str, value: &str) -> Result<()> {
 /// form): the shape first, then the calendar through the `time` crate's RFC 3339 parser, so
 /// `2026-02-30T00:00:00Z` or `2026-04-31T10:00:00Z` are refused. Only the `Z` suffix is
 /// accepted (no offset, no fraction): the grid's dates are compared as text.
+///
+/// Second 60 is refused whatever the date: the RFC 3339 parser accepts `23:59:60` at the end
+/// of any month, and whether a leap second really happened then needs a table of them (none
+/// is scheduled after 2016). Refusing every leap second is exact for every date since 2017;
+/// a run ending in one is written `...:59Z`.
 pub fn check_date_utc(text: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::usage(format!(
@@ -119,6 +125,11 @@ pub fn check_date_utc(text: &str) -> Result<()> {
     if !shape {
         return bad("expected YYYY-MM-DDTHH:MM:SSZ");
     }
+    if &b[17..19] == b"60" {
+        return bad(
+            "second 60: leap seconds are refused, lab cannot tell which ones happened; write :59",
+        );
+    }
     match time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339) {
         Ok(_) => Ok(()),
         Err(e) => bad(&format!("not a date on the calendar: {e}")),
@@ -137,8 +148,10 @@ pub const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// not type, and readers other than spreadsheets would see the quote as part of the value. A
 /// refusal costs one retyped flag and leaves the log exactly as typed.
 ///
-/// `numeric` fields (`--threshold`, `--observed`) accept a signed decimal number such as
-/// `-0.5` or `+3`, which spreadsheets read as a number, not a formula.
+/// `numeric` fields (`--threshold`, `--observed`) also accept a signed number, decimal or in
+/// scientific notation, such as `-0.5`, `+3` or `-1e5` (see [`is_signed_number`]), which
+/// spreadsheets read as a number, not a formula; any other text starting with `=`, `+`, `-`
+/// or `@` is refused there too.
 pub fn check_formula(flag: &str, value: &str, numeric: bool) -> Result<()> {
     let Some(first) = value.chars().next() else {
         return Ok(());
@@ -146,20 +159,29 @@ pub fn check_formula(flag: &str, value: &str, numeric: bool) -> Result<()> {
     if !FORMULA_PREFIXES.contains(&first) || (numeric && is_signed_number(value)) {
         return Ok(());
     }
+    let numbers = if numeric {
+        "; a signed number on its own, such as -0.5, +3 or -1e5, is accepted as it is"
+    } else {
+        ""
+    };
     Err(Error::usage(format!(
         "{flag} starts with '{}', which a spreadsheet would run as a formula; reword it so it \
-         starts with a letter, a digit or a comparison sign (e.g. >=0.92)",
+         starts with a letter, a digit or a comparison sign (e.g. >=0.92){numbers}",
         first.escape_default()
     )))
 }
 
-/// `[+-]digits[.digits]`, with at least one digit.
-fn is_signed_number(value: &str) -> bool {
-    let unsigned = value.strip_prefix(['+', '-']).unwrap_or(value);
-    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    !(whole.is_empty() && fraction.is_empty())
-        && whole.bytes().all(|c| c.is_ascii_digit())
-        && fraction.bytes().all(|c| c.is_ascii_digit())
+/// Whether `value` is one finite number, optionally signed, in decimal or scientific notation
+/// (`-0.5`, `+3`, `7.`, `-.5`, `-1e5`, `+2.5E-3`): ASCII digits, at most one point, an
+/// optional exponent, and nothing else (no spaces, no `inf` or `NaN`, no `1e999`, which
+/// overflows).
+pub fn is_signed_number(value: &str) -> bool {
+    // Rust's float syntax is exactly the shape above plus `inf`/`infinity`/`nan` in any case,
+    // which only letters can spell: refuse letters other than the exponent's e.
+    value
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.' | b'e' | b'E'))
+        && value.parse::<f64>().is_ok_and(f64::is_finite)
 }
 
 /// Refuses accepted results on a run that accepted none by definition: only a `completed` run
@@ -268,7 +290,7 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
     }
     let run_id = match input.run_id {
         Some(id) => id.to_string(),
-        None => format!("run-{}", state.rows.len() + 1),
+        None => state.free_run_id(),
     };
     if let Some(line) = state.line_of_run_id(&run_id) {
         return Err(Error::usage(format!(
@@ -385,6 +407,20 @@ impl GridState {
             .map(|(line, _)| *line)
     }
 
+    /// The default run id: `run-N` with the smallest N from rows + 1 that no row uses (a
+    /// grid of two rows, one of them `run-3`, gets `run-4`).
+    fn free_run_id(&self) -> String {
+        let used: std::collections::HashSet<&str> = self
+            .rows
+            .iter()
+            .filter_map(|(_, r)| r.get(Self::column("run_id")))
+            .collect();
+        (self.rows.len() + 1..)
+            .map(|n| format!("run-{n}"))
+            .find(|id| !used.contains(id.as_str()))
+            .unwrap_or_default()
+    }
+
     fn line_of_run_id(&self, run_id: &str) -> Option<u64> {
         let column = Self::column("run_id");
         self.rows
@@ -477,6 +513,26 @@ mod tests {
             assert!(check_date_utc(bad).is_err(), "{bad}");
         }
         assert!(check_date_utc("2028-02-29T23:59:59Z").is_ok());
+        // Leap seconds: all refused, the real one of 2016 too, and said so.
+        for leap in [
+            "2026-12-31T23:59:60Z",
+            "2016-12-31T23:59:60Z",
+            "2026-06-30T23:59:60Z",
+            "2026-10-02T14:05:60Z",
+        ] {
+            let e = check_date_utc(leap).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{leap}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got \
+                     '{leap}' (second 60: leap seconds are refused, lab cannot tell which ones \
+                     happened; write :59)"
+                )
+            );
+        }
+        assert!(check_date_utc("2026-12-31T23:59:59Z").is_ok());
+        assert!(check_date_utc("2026-12-31T23:59:61Z").is_err());
         let e = check_date_utc("2026-02-30T00:00:00Z").unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("not a date on the calendar"), "{e}");
@@ -496,6 +552,19 @@ mod tests {
             ("+", true),
             ("-.", true),
             ("--1", true),
+            ("-1e5", false),
+            ("-inf", true),
+            ("-infinity", true),
+            ("+NaN", true),
+            ("-1e999", true),
+            ("-1e", true),
+            ("-e5", true),
+            ("-1e5x", true),
+            ("- 1", true),
+            ("-1 ", true),
+            ("-0x10", true),
+            ("-1,5", true),
+            ("+1e5+1", true),
         ] {
             let e = check_formula("--notes", value, numeric).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{value}");
@@ -511,9 +580,24 @@ mod tests {
             ("+3", true),
             ("-.5", true),
             ("7.", true),
+            ("-1e5", true),
+            ("+1E5", true),
+            ("-2.5e-3", true),
+            ("+2.5E+3", true),
+            ("-0", true),
+            ("1e5", false),
         ] {
             assert!(check_formula("--x", value, numeric).is_ok(), "{value}");
         }
+        let e = check_formula("--observed", "-x", true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--observed starts with '-', which a spreadsheet would run as a formula; reword it so \
+             it starts with a letter, a digit or a comparison sign (e.g. >=0.92); a signed number on \
+             its own, such as -0.5, +3 or -1e5, is accepted as it is"
+        );
+        let e = check_formula("--notes", "-1e5", false).unwrap_err();
+        assert!(!e.to_string().contains("signed number"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Error messages stay one line whatever the user typed: control characters quoted back from
 //! the command line (newlines, carriage returns, tabs, ESC sequences) are escaped by `lab`'s
-//! `main`, on both the library-error path and clap's usage-error path.
+//! `main`, on both the library-error path and clap's usage-error path (`lab::text::one_line`),
+//! and in what `lab environment` prints back on stdout.
 
 use assert_cmd::Command;
 
@@ -109,4 +110,52 @@ fn printable_text_is_left_alone() {
         &["price", "--gpu", "h100é", "--days", "7", "--lots", "1"],
         "h100é",
     );
+}
+
+/// `lab environment` prints the device as typed (its `device ...` row and the `note:` line
+/// quoting it): control characters there are escaped too, and the report keeps one line per
+/// row. A diagnostic, so exit 0.
+#[test]
+fn environment_escapes_the_device_it_prints_back() {
+    let output = lab()
+        .args(["environment", "--device", "cuda:\u{1b}[31mRED\nfake: row"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stdout:?}");
+    assert!(!stdout.contains('\u{1b}'), "{stdout:?}");
+    assert!(
+        !stdout.lines().any(|l| l.chars().any(char::is_control)),
+        "{stdout:?}"
+    );
+    let escaped = r"cuda:\u{1b}[31mRED\nfake: row";
+    let device_row = stdout
+        .lines()
+        .find(|l| l.starts_with("device cuda:"))
+        .unwrap_or_else(|| panic!("{stdout:?}"));
+    assert_eq!(
+        device_row,
+        format!("device {escaped} not available (no torch worker, see note)")
+    );
+    let note = stdout
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("{stdout:?}"));
+    assert_eq!(
+        note,
+        format!(
+            "note: unrecognised device '{escaped}': write cuda:N with N a GPU index, e.g. --device cuda:0"
+        )
+    );
+    assert!(!stdout.lines().any(|l| l.starts_with("fake: row")));
+
+    // --json escapes through JSON itself: the value comes back exactly as typed.
+    let output = lab()
+        .args(["environment", "--json", "--device", "cuda:\u{1b}[31mRED"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(!output.stdout.contains(&0x1b));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["device"], "cuda:\u{1b}[31mRED");
 }

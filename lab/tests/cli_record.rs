@@ -306,6 +306,15 @@ fn bad_input_is_refused_before_writing() {
             "--date-utc",
         ),
         (vec!["--date-utc", "2026-10-02T14:05:00.5Z"], "--date-utc"),
+        // Leap seconds: none was inserted at the end of 2026, and lab refuses them all.
+        (
+            vec!["--date-utc", "2026-12-31T23:59:60Z"],
+            "(second 60: leap seconds are refused, lab cannot tell which ones happened; write :59)",
+        ),
+        (
+            vec!["--date-utc", "2016-12-31T23:59:60Z"],
+            "leap seconds are refused",
+        ),
         // Only a completed run can accept results.
         (
             vec!["--outcome", "failed", "--accepted-results", "50"],
@@ -329,6 +338,16 @@ fn bad_input_is_refused_before_writing() {
         (vec!["--threshold", "=0.9"], "--threshold"),
         (vec!["--observed", "-1+cmd"], "--observed"),
         (vec!["--observed", "+"], "--observed"),
+        // Signed numbers only: not a formula, not infinity, not a number followed by text.
+        (
+            vec!["--observed", "-1e5+A1"],
+            "--observed starts with '-', which a spreadsheet would run as a formula; reword it \
+             so it starts with a letter, a digit or a comparison sign (e.g. >=0.92); a signed \
+             number on its own, such as -0.5, +3 or -1e5, is accepted as it is",
+        ),
+        (vec!["--threshold", "-inf"], "--threshold starts with '-'"),
+        (vec!["--observed", "-1e999"], "--observed starts with '-'"),
+        (vec!["--notes", "-1e5"], "--notes starts with '-'"),
         (vec!["--notes", "\tx"], "--notes"),
     ];
     for (args, needle) in cases {
@@ -413,4 +432,69 @@ fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
             sha256(&m)
         )
     );
+}
+
+#[test]
+fn scientific_notation_is_a_number_in_threshold_and_observed() {
+    let (_dir, grid) = setup();
+    let output = record(
+        &grid,
+        &[
+            "--run-id",
+            "sci",
+            "--date-utc",
+            "2026-12-31T23:59:59Z",
+            "--threshold",
+            "-2.5E-3",
+            "--observed",
+            "-1e5",
+            "--json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let row: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(row["row"]["threshold"], "-2.5E-3");
+    assert_eq!(row["row"]["observed"], "-1e5");
+    let text = std::fs::read_to_string(&grid).unwrap();
+    assert_eq!(
+        text.lines().nth(1).unwrap(),
+        "sci,2026-12-31T23:59:59Z,,,b200,7,2,,-2.5E-3,-1e5,,completed,"
+    );
+}
+
+#[test]
+fn default_run_id_skips_ids_already_chosen() {
+    let (_dir, grid) = setup();
+    // One row the user named run-2: the default for the second row is run-3, not a refusal.
+    for extra in [
+        &["--run-id", "run-2"][..],
+        &[],
+        &[],
+        &["--run-id", "run-5"],
+        &[],
+    ] {
+        let output = record(
+            &grid,
+            &[&["--date-utc", "2026-10-02T14:05:00Z"], extra].concat(),
+        );
+        assert!(
+            output.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&grid).unwrap();
+    let ids: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    // rows + 1 = 2 (taken) -> 3; then 3 (taken) -> 4; run-5 by hand; then 5 (taken) -> 6.
+    assert_eq!(ids, ["run-2", "run-3", "run-4", "run-5", "run-6"]);
+    // A lower free id (run-1) is not reused: the default never goes below rows + 1.
+    assert!(!ids.contains(&"run-1"));
 }

@@ -7,7 +7,8 @@
 //! is for developers only: CI runs `cargo xtask verify` without flags, so every step.
 //!
 //! `cargo xtask verify --archive FILE` runs none of the steps: it checks one zip (e.g. a
-//! downloaded kit) against its own manifest with [`lab::kit::verify_archive`].
+//! downloaded kit) against its own manifest with [`lab::kit::verify_archive`]. Exit codes as
+//! `lab verify-kit`: 1 for a mismatch or a missing file, 2 for a path that is not a file.
 
 use crate::{archive_check, dist, notebook_check, worker};
 use anyhow::{bail, Context, Result};
@@ -150,8 +151,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// `--archive FILE`: prints every finding by member name; exit 1 on any.
+/// `--archive FILE`: prints every finding by member name; exit 1 on any. The path is checked
+/// first as `lab verify-kit` checks it ([`kit::check_archive_path`]): a folder or other
+/// non-file is bad input (one line on stderr, exit 2), a missing or unreadable file exit 1.
 fn verify_one_archive(path: &Path) -> ExitCode {
+    if let Err(error) = kit::check_archive_path(path) {
+        eprintln!("xtask: error: {}", lab::text::one_line(&error.to_string()));
+        return ExitCode::from(error.exit_code());
+    }
     let report = kit::verify_archive(path);
     if let Some(hash) = &report.sha256 {
         println!("{}: sha256 {hash}", report.archive);

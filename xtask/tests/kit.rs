@@ -607,3 +607,36 @@ fn directory_entry_is_caught() {
 fn not_a_zip_is_caught() {
     assert_archive_rejected(b"hello", "downloaded.zip", "not a readable zip");
 }
+
+/// The same exit codes as `lab verify-kit` for a path that is not an archive: a missing file
+/// is exit 1, a folder is bad input, exit 2; each one line on stderr, nothing on stdout.
+#[test]
+fn missing_archive_is_exit_1_folder_is_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.zip");
+    for (path, code, needle) in [
+        (
+            missing.clone(),
+            1,
+            format!("xtask: error: cannot read {}: ", missing.display()),
+        ),
+        (
+            dir.path().to_path_buf(),
+            2,
+            format!(
+                "xtask: error: {} is not a file; give the kit's .zip archive",
+                dir.path().display()
+            ),
+        ),
+    ] {
+        let output = xtask(&["verify", "--archive", path.to_str().unwrap()], &[], "022");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(code), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&needle),
+            "expected {needle:?} in {stderr:?}"
+        );
+        assert!(output.stdout.is_empty(), "{}", text(&output));
+    }
+}

@@ -25,20 +25,23 @@ pub struct Args {
     /// Lots bought (whole number, at least 1).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     lots: String,
-    /// Identifier of the run, unique in the grid [default: run-N, N = rows + 1].
+    /// Identifier of the run, unique in the grid [default: run-N, the smallest N from
+    /// rows + 1 not used yet].
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     run_id: Option<String>,
-    /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z (a real date, `Z` only)
-    /// [default: now].
+    /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z (a real date, `Z` only; second 60,
+    /// a leap second, is refused) [default: now].
     #[arg(long, value_name = "TIME")]
     date_utc: Option<String>,
     /// Name of the quality metric fixed before the trial.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     quality_metric: Option<String>,
-    /// The acceptance threshold fixed before the trial, with its direction (e.g. >=0.92).
+    /// The acceptance threshold fixed before the trial, with its direction (e.g. >=0.92); a
+    /// signed number such as -0.5 or -1e5 is accepted.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     threshold: Option<String>,
-    /// The value the run obtained on that metric.
+    /// The value the run obtained on that metric; a signed number such as -0.5 or -1e5 is
+    /// accepted.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     observed: Option<String>,
     /// Distinct units of this run that meet the threshold (0 when none do; only a
@@ -49,7 +52,8 @@ pub struct Args {
     #[arg(long, value_name = "OUTCOME", default_value = "completed")]
     outcome: String,
     /// Free text (e.g. which earlier run_id this row corrects). Text flags may not start with
-    /// `=`, `+`, `-` or `@`, which spreadsheets run as formulas.
+    /// `=`, `+`, `-` or `@`, which spreadsheets run as formulas (except a signed number in
+    /// --threshold and --observed).
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     notes: Option<String>,
     /// Catalog CSV to check the GPU against instead of the embedded one.

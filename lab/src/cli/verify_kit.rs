@@ -22,21 +22,11 @@ pub struct Args {
 ///
 /// # Errors
 /// Usage (exit 2) when the path is not a regular file (e.g. a folder); Runtime (exit 1) when
-/// the file is missing or unreadable (as `cargo xtask verify --archive`), and when the archive
-/// does not match its manifest (every finding is printed first, by member name).
+/// the file is missing or unreadable, and when the archive does not match its manifest (every
+/// finding is printed first, by member name). The path check is [`kit::check_archive_path`],
+/// shared with `cargo xtask verify --archive`, so both exit the same way.
 pub fn run(args: Args) -> Result<()> {
-    let metadata = std::fs::metadata(&args.archive).map_err(|e| {
-        Error::runtime(format!(
-            "cannot read {}: {e}; give the path of the kit's .zip archive",
-            args.archive.display()
-        ))
-    })?;
-    if !metadata.is_file() {
-        return Err(Error::usage(format!(
-            "{} is not a file; give the kit's .zip archive",
-            args.archive.display()
-        )));
-    }
+    kit::check_archive_path(&args.archive)?;
     let report = kit::verify_archive(&args.archive);
     if args.json {
         print_json(&json!({
