@@ -6,6 +6,10 @@
 //! flushed to disk, then moved to the final name only if that name is still free (`renameat2`
 //! with `RENAME_NOREPLACE`, else a hard link; `tempfile::NamedTempFile::persist_noclobber`).
 //! The temporary file is removed on every failure.
+//!
+//! Permissions: on unix the file is created with mode `0o666` less the process umask (what
+//! `open(2)`, a shell redirection or Python's `open(..., "w")` give, e.g. `0644` under the
+//! usual umask `022`), not the `0600` of a bare temporary file; elsewhere the platform default.
 
 use crate::{Error, Result};
 use std::io::Write as _;
@@ -52,11 +56,15 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
             path.display()
         ))
     };
-    let mut temp = tempfile::Builder::new()
-        .prefix(".lab-")
-        .suffix(".tmp")
-        .tempfile_in(folder(path))
-        .map_err(fail)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".lab-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        // Passed to open(2) as its mode, so the kernel applies the umask: 0o666 & !umask.
+        use std::os::unix::fs::PermissionsExt as _;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let mut temp = builder.tempfile_in(folder(path)).map_err(fail)?;
     temp.write_all(bytes)
         .and_then(|()| temp.as_file().sync_all())
         .map_err(fail)?;

@@ -518,24 +518,128 @@ fn capitalise(text: &str) -> String {
 }
 
 /// Renders the SVG chart: peak allocated and reserved per phase (one pair of bars per file),
-/// and warm-forward wall and GPU times per repetition.
+/// and warm-forward wall and GPU times per repetition, with one legend for both in a column on
+/// the right.
+///
+/// Series are ordered by configuration, numerically: implementation, dtype, batch, context,
+/// width (then the order given); files with the same configuration share a colour. Up to 10
+/// configurations get distinct colours; beyond, the colours run along a dark-blue-to-green
+/// gradient in that order, so that they follow size. The legend lists at most
+/// [`SVG_LEGEND_MAX`] files, then "… and K more" (the text report lists them all). The memory
+/// axis ends just above the largest bar (log scale when the bars span more than a factor 50).
 pub fn render_svg(report: &Report) -> Result<String> {
     chart::render(report).map_err(|e| Error::runtime(format!("cannot draw the chart: {e}")))
 }
 
+/// Most files named in the SVG legend; the others are counted in one last line.
+pub const SVG_LEGEND_MAX: usize = 40;
+
+/// The order of the chart's series: indices into `report.files`, sorted by implementation,
+/// dtype, batch, context and width (numbers compared as numbers), then by position.
+pub fn chart_order(report: &Report) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..report.files.len()).collect();
+    order.sort_by_key(|&i| config_key(&report.files[i]));
+    order
+}
+
+fn config_key(file: &ReportFile) -> (String, &'static str, u64, u64, u64) {
+    let c = &file.configuration;
+    (
+        file.implementation.clone(),
+        c.dtype.name(),
+        c.batch,
+        c.context,
+        c.width,
+    )
+}
+
+/// A chart tick label: no useless decimals, thousands grouped with commas (`0.05`, `1.5`,
+/// `20`, `100,000`).
+pub fn tick_label(value: f64) -> String {
+    if !value.is_finite() {
+        return String::new();
+    }
+    let magnitude = value.abs();
+    if magnitude >= 1000.0 {
+        let digits = format!("{:.0}", magnitude);
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        return if value < 0.0 {
+            format!("-{grouped}")
+        } else {
+            grouped
+        };
+    }
+    let decimals = if magnitude >= 1.0 || magnitude == 0.0 {
+        2
+    } else {
+        // three significant digits at most
+        (2.0 - magnitude.log10().floor()).clamp(0.0, 12.0) as usize
+    };
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// The memory axis of the chart, MiB: `(low, high, log scale)`. Linear from 0 when the bars
+/// span at most a factor 50, else logarithmic from the power of ten below the smallest
+/// non-zero bar; either way it ends at 1.2 × the largest bar (1 MiB when every bar is 0).
+pub fn memory_axis(values: &[f64]) -> (f64, f64, bool) {
+    let max = values.iter().copied().fold(0.0_f64, f64::max);
+    let min_positive = values
+        .iter()
+        .copied()
+        .filter(|v| *v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    if max <= 0.0 {
+        return (0.0, 1.0, false);
+    }
+    let high = max * 1.2;
+    if min_positive.is_finite() && max / min_positive > 50.0 {
+        let mut low = 10f64.powf(min_positive.log10().floor());
+        if low >= min_positive * 0.999 {
+            // the smallest bar would have no height
+            low /= 10.0;
+        }
+        (low, high, true)
+    } else {
+        (0.0, high, false)
+    }
+}
+
 mod chart {
-    use super::{Phase, Report, ReportRow};
+    use super::{chart_order, memory_axis, tick_label, Phase, Report, ReportRow, SVG_LEGEND_MAX};
     use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
     use plotters::coord::Shift;
     use plotters::prelude::*;
 
-    const WIDTH: u32 = 1100;
-    const HEIGHT: u32 = 900;
+    /// Width of the plots; the legend column comes on its right.
+    const PLOT_WIDTH: u32 = 1100;
+    /// Smallest image height; it grows with the legend.
+    const MIN_HEIGHT: u32 = 900;
+    /// Height of one legend line, px.
+    const LINE: u32 = 18;
+    /// Legend text size, px.
+    const LEGEND_FONT: u32 = 13;
 
     type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
     type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-    const COLORS: [RGBColor; 8] = [
+    /// Qualitative colours (Tableau 10) for up to 10 configurations.
+    const COLORS: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(214, 39, 40),
         RGBColor(44, 160, 44),
@@ -543,11 +647,65 @@ mod chart {
         RGBColor(255, 127, 14),
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
         RGBColor(23, 190, 207),
     ];
 
-    fn color(index: usize) -> RGBColor {
-        COLORS[index % COLORS.len()]
+    /// Stops of the gradient used beyond 10 configurations (viridis, without its pale end).
+    const GRADIENT: [(f64, f64, f64); 5] = [
+        (68.0, 1.0, 84.0),
+        (59.0, 82.0, 139.0),
+        (33.0, 145.0, 140.0),
+        (53.0, 183.0, 121.0),
+        (122.0, 209.0, 81.0),
+    ];
+
+    /// The colour of configuration `rank` out of `count`.
+    fn color(rank: usize, count: usize) -> RGBColor {
+        if count <= COLORS.len() {
+            return COLORS[rank % COLORS.len()];
+        }
+        let t = rank as f64 / (count - 1).max(1) as f64 * (GRADIENT.len() - 1) as f64;
+        let i = (t.floor() as usize).min(GRADIENT.len() - 2);
+        let f = t - i as f64;
+        let (a, b) = (GRADIENT[i], GRADIENT[i + 1]);
+        let mix = |x: f64, y: f64| (x + (y - x) * f).round().clamp(0.0, 255.0) as u8;
+        RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+    }
+
+    /// One series per file, in chart order.
+    struct Series {
+        /// 1-based file index (as in the tables).
+        index: usize,
+        label: String,
+        color: RGBColor,
+    }
+
+    fn series(report: &Report) -> Vec<Series> {
+        let order = chart_order(report);
+        // rank of each file's configuration among the distinct configurations, in order
+        let mut ranks = Vec::with_capacity(order.len());
+        let mut rank = 0;
+        for (n, &i) in order.iter().enumerate() {
+            if n > 0 {
+                let previous = &report.files[order[n - 1]];
+                if super::config_key(previous) != super::config_key(&report.files[i]) {
+                    rank += 1;
+                }
+            }
+            ranks.push(rank);
+        }
+        let count = rank + 1;
+        order
+            .iter()
+            .zip(ranks)
+            .map(|(&i, rank)| Series {
+                index: report.files[i].index,
+                label: format!("[{}] {}", report.files[i].index, report.files[i].label),
+                color: color(rank, count),
+            })
+            .collect()
     }
 
     // Chart coordinates only: plotting needs floating point; the tables keep exact bytes.
@@ -571,58 +729,128 @@ mod chart {
         (to_mib(allocated), to_mib(reserved))
     }
 
+    /// Legend lines shown: the files (at most [`SVG_LEGEND_MAX`], the last line then counting
+    /// the rest).
+    fn legend_lines(series: &[Series]) -> Vec<(Option<RGBColor>, String)> {
+        let mut lines: Vec<(Option<RGBColor>, String)> = Vec::new();
+        if series.len() <= SVG_LEGEND_MAX {
+            lines.extend(series.iter().map(|s| (Some(s.color), s.label.clone())));
+        } else {
+            let shown = SVG_LEGEND_MAX - 1;
+            lines.extend(
+                series[..shown]
+                    .iter()
+                    .map(|s| (Some(s.color), s.label.clone())),
+            );
+            lines.push((
+                None,
+                format!(
+                    "… and {} more (all in the text report)",
+                    series.len() - shown
+                ),
+            ));
+        }
+        lines
+    }
+
+    /// Lines of the key above the file list.
+    const KEY: [&str; 3] = [
+        "Files, by configuration",
+        "bars: solid = allocated, pale = reserved",
+        "lines: thick/circles = wall, thin/squares = GPU",
+    ];
+
     pub(super) fn render(report: &Report) -> DrawResult<String> {
+        let series = series(report);
+        let lines = legend_lines(&series);
+        let longest = lines
+            .iter()
+            .map(|(_, l)| l.chars().count())
+            .chain(KEY.iter().map(|k| k.chars().count()))
+            .max()
+            .unwrap_or(0);
+        // about 7 px per character at 13 px
+        let legend_width = (longest as u32 * 7 + 50).clamp(240, 520);
+        let legend_height = 30 + (KEY.len() as u32 + 1 + lines.len() as u32) * LINE;
+        let width = PLOT_WIDTH + legend_width;
+        let height = MIN_HEIGHT.max(legend_height);
         let mut svg = String::new();
         {
-            let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+            let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
             root.fill(&WHITE)?;
-            let (top, bottom) = root.split_vertically(HEIGHT / 2 + 30);
-            memory_chart(report, &top)?;
-            time_chart(report, &bottom)?;
+            let (plots, legend) = root.split_horizontally(PLOT_WIDTH);
+            let (top, bottom) = plots.split_vertically(height / 2 + 30);
+            memory_chart(report, &series, &top)?;
+            time_chart(report, &series, &bottom)?;
+            draw_legend(&legend, &lines)?;
             root.present()?;
         }
         Ok(svg)
     }
 
-    /// One bar: x range, height, colour.
+    fn draw_legend(area: &Area<'_>, lines: &[(Option<RGBColor>, String)]) -> DrawResult<()> {
+        let text = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK);
+        let bold = ("sans-serif", LEGEND_FONT)
+            .into_font()
+            .style(FontStyle::Bold)
+            .color(&BLACK);
+        let mut y = 30i32;
+        for (n, key) in KEY.iter().enumerate() {
+            let style = if n == 0 { &bold } else { &text };
+            area.draw(&Text::new(key.to_string(), (10, y), style.clone()))?;
+            y += LINE as i32;
+        }
+        y += LINE as i32 / 2;
+        for (color, label) in lines {
+            if let Some(c) = color {
+                area.draw(&Rectangle::new([(10, y + 1), (22, y + 13)], c.filled()))?;
+                area.draw(&Rectangle::new(
+                    [(24, y + 1), (36, y + 13)],
+                    c.mix(0.3).filled(),
+                ))?;
+                area.draw(&Rectangle::new([(24, y + 1), (36, y + 13)], *c))?;
+            }
+            area.draw(&Text::new(label.clone(), (42, y), text.clone()))?;
+            y += LINE as i32;
+        }
+        Ok(())
+    }
+
+    /// One bar: x range, height, colour, solid (allocated) or pale (reserved).
     struct Bar {
         x0: f64,
         x1: f64,
         value: f64,
-        color: RGBAColor,
+        color: RGBColor,
+        solid: bool,
     }
 
-    fn bars(report: &Report) -> Vec<Bar> {
-        let files = report.files.len().max(1);
-        let group = 0.8;
+    fn bars(report: &Report, series: &[Series]) -> Vec<Bar> {
+        let files = series.len().max(1);
+        let group = 0.84;
         let width = group / (2 * files) as f64;
         let mut out = Vec::new();
-        for (fi, file) in report.files.iter().enumerate() {
+        for (si, s) in series.iter().enumerate() {
             for (pi, phase) in Phase::ALL.iter().enumerate() {
-                let (allocated, reserved) = peaks(report, *phase, file.index);
-                let x0 = pi as f64 - group / 2.0 + (2 * fi) as f64 * width;
+                let (allocated, reserved) = peaks(report, *phase, s.index);
+                let x0 = pi as f64 - group / 2.0 + (2 * si) as f64 * width;
                 out.push(Bar {
                     x0,
                     x1: x0 + width,
                     value: allocated,
-                    color: color(fi).to_rgba(),
+                    color: s.color,
+                    solid: true,
                 });
                 out.push(Bar {
                     x0: x0 + width,
                     x1: x0 + 2.0 * width,
                     value: reserved,
-                    color: color(fi).mix(0.35),
+                    color: s.color,
+                    solid: false,
                 });
             }
         }
         out
-    }
-
-    /// Share of a chart's height left to the data so that a legend of `entries` lines at the
-    /// top does not cover it (each chart is about 330 px high; a legend line about 16 px).
-    fn free_fraction(entries: usize) -> f64 {
-        let legend = 24.0 + 16.0 * entries as f64;
-        ((330.0 - legend) / 330.0).clamp(0.3, 0.85)
     }
 
     fn phase_label(x: &f64) -> String {
@@ -634,50 +862,43 @@ mod chart {
         }
     }
 
-    fn memory_chart(report: &Report, area: &Area<'_>) -> DrawResult<()> {
-        let bars = bars(report);
-        let max = bars.iter().map(|b| b.value).fold(0.0_f64, f64::max);
-        let min_positive = bars
-            .iter()
-            .map(|b| b.value)
-            .filter(|v| *v > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        // A log scale when the bars span more than a factor of 50 (e.g. model_load of a small
-        // model next to a large one), a linear one otherwise.
-        if max > 0.0 && min_positive.is_finite() && max / min_positive > 50.0 {
-            let floor = min_positive / 2.0;
+    /// Room for the y labels: about 8 px per character of the widest label, plus the title.
+    fn label_area(high: f64) -> u32 {
+        (tick_label(high).chars().count() as u32 * 8 + 40).max(60)
+    }
+
+    fn memory_chart(report: &Report, series: &[Series], area: &Area<'_>) -> DrawResult<()> {
+        let bars = bars(report, series);
+        let values: Vec<f64> = bars.iter().map(|b| b.value).collect();
+        let (low, high, log) = memory_axis(&values);
+        if log {
+            // A hair below `low` so that its power of ten still gets a tick label.
             draw_memory(
-                report,
                 area,
                 &bars,
-                (floor..floor * (max / floor).powf(1.0 / free_fraction(report.files.len())))
-                    .log_scale(),
-                floor,
-                "Peak allocated (solid) and reserved (light) per phase, MiB, log scale",
+                (low * (1.0 - 1e-9)..high).log_scale(),
+                low,
+                high,
+                "Peak allocated (solid) and reserved (pale) per phase, MiB, log scale",
             )
         } else {
-            let top = if max > 0.0 {
-                max / free_fraction(report.files.len())
-            } else {
-                1.0
-            };
             draw_memory(
-                report,
                 area,
                 &bars,
-                0f64..top,
-                0.0,
-                "Peak allocated (solid) and reserved (light) per phase, MiB",
+                low..high,
+                low,
+                high,
+                "Peak allocated (solid) and reserved (pale) per phase, MiB",
             )
         }
     }
 
     fn draw_memory<Y>(
-        report: &Report,
         area: &Area<'_>,
         bars: &[Bar],
         y: Y,
         floor: f64,
+        high: f64,
         title: &str,
     ) -> DrawResult<()>
     where
@@ -688,37 +909,30 @@ mod chart {
             .caption(title, ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(35)
-            .y_label_area_size(80)
+            .y_label_area_size(label_area(high))
             .build_cartesian_2d(-0.5f64..(Phase::ALL.len() as f64 - 0.5), y)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(Phase::ALL.len())
             .x_label_formatter(&phase_label)
+            .y_label_formatter(&|v| tick_label(*v))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
             .y_desc("MiB")
             .draw()?;
-        chart.draw_series(
-            bars.iter()
-                .filter(|b| b.value > floor)
-                .map(|b| Rectangle::new([(b.x0, floor), (b.x1, b.value)], b.color.filled())),
-        )?;
-        for (fi, file) in report.files.iter().enumerate() {
-            let c = color(fi);
-            chart
-                .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())?
-                .label(format!("[{}] {}", file.index, file.label))
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
+        chart.draw_series(bars.iter().filter(|b| b.value > floor).map(|b| {
+            let style = if b.solid {
+                b.color.filled()
+            } else {
+                b.color.mix(0.3).filled()
+            };
+            Rectangle::new([(b.x0, floor), (b.x1, b.value.min(high))], style)
+        }))?;
         Ok(())
     }
 
-    fn time_chart(report: &Report, area: &Area<'_>) -> DrawResult<()> {
+    fn time_chart(report: &Report, series: &[Series], area: &Area<'_>) -> DrawResult<()> {
         let rows: Vec<&ReportRow> = report
             .phases
             .iter()
@@ -737,11 +951,7 @@ mod chart {
             .flatten()
             .fold(0.0_f64, f64::max)
             * 1e3;
-        let top = if max_ms > 0.0 {
-            max_ms / free_fraction(2 * report.files.len())
-        } else {
-            1.0
-        };
+        let top = if max_ms > 0.0 { max_ms * 1.1 } else { 1.0 };
         let mut chart = ChartBuilder::on(area)
             .caption(
                 "Warm forward per repetition, ms: wall (thick, circles), GPU events (thin, squares)",
@@ -749,7 +959,7 @@ mod chart {
             )
             .margin(15)
             .x_label_area_size(40)
-            .y_label_area_size(80)
+            .y_label_area_size(label_area(top))
             .build_cartesian_2d(0.5f64..(max_rep as f64 + 0.5), 0f64..top)?;
         chart
             .configure_mesh()
@@ -761,13 +971,15 @@ mod chart {
                     String::new()
                 }
             })
+            .y_label_formatter(&|v| tick_label(*v))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
             .x_desc("repetition")
             .y_desc("ms")
             .draw()?;
-        for (fi, file) in report.files.iter().enumerate() {
-            let c = color(fi);
-            let mine: Vec<&&ReportRow> =
-                rows.iter().filter(|r| r.file_index == file.index).collect();
+        for s in series {
+            let c = s.color;
+            let mine: Vec<&&ReportRow> = rows.iter().filter(|r| r.file_index == s.index).collect();
             let wall: Vec<(f64, f64)> = mine
                 .iter()
                 .filter_map(|r| {
@@ -783,29 +995,15 @@ mod chart {
                     _ => None,
                 })
                 .collect();
-            chart
-                .draw_series(LineSeries::new(wall.clone(), c.stroke_width(3)))?
-                .label(format!("[{}] {} wall", file.index, file.label))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], c.stroke_width(3)));
+            chart.draw_series(LineSeries::new(wall.clone(), c.stroke_width(3)))?;
             chart.draw_series(wall.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
             if !gpu.is_empty() {
-                chart
-                    .draw_series(LineSeries::new(gpu.clone(), c.stroke_width(1)))?
-                    .label(format!("[{}] {} GPU", file.index, file.label))
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x + 6, y - 3), (x + 12, y + 3)], c.filled())
-                    });
+                chart.draw_series(LineSeries::new(gpu.clone(), c.stroke_width(1)))?;
                 chart.draw_series(gpu.iter().map(|&(x, y)| {
                     EmptyElement::at((x, y)) + Rectangle::new([(-3, -3), (3, 3)], c.filled())
                 }))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
         Ok(())
     }
 }
@@ -984,8 +1182,199 @@ pub(crate) mod tests {
         let svg = render_svg(&report).unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("model_load"));
-        assert!(svg.contains("rust float32 b1 c16 w64"));
-        assert!(svg.contains("rust bfloat16 b1 c16 w64 GPU"));
+        // one legend for both charts, in configuration order: bfloat16 before float32
+        let legend = legend_entries(&svg);
+        assert_eq!(
+            legend,
+            [
+                "[2] rust bfloat16 b1 c16 w64",
+                "[1] rust float32 b1 c16 w64"
+            ]
+        );
+    }
+
+    /// The text of every `<text>` element of an SVG, unescaped.
+    fn svg_texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|rest| {
+                let start = rest.find('>')? + 1;
+                let end = rest.find("</text>")?;
+                Some(
+                    rest[start..end]
+                        .trim()
+                        .replace("&lt;", "<")
+                        .replace("&gt;", ">")
+                        .replace("&quot;", "\"")
+                        .replace("&amp;", "&"),
+                )
+            })
+            .collect()
+    }
+
+    /// The legend's file lines (`[i] label`) and its overflow line, in drawing order.
+    fn legend_entries(svg: &str) -> Vec<String> {
+        svg_texts(svg)
+            .into_iter()
+            .filter(|t| t.starts_with('[') || t.starts_with('…'))
+            .collect()
+    }
+
+    /// The numeric tick labels of an SVG (commas removed).
+    fn numeric_labels(svg: &str) -> Vec<(String, f64)> {
+        svg_texts(svg)
+            .into_iter()
+            .filter_map(|t| t.replace(',', "").parse::<f64>().ok().map(|v| (t, v)))
+            .collect()
+    }
+
+    /// Largest peak (allocated or reserved) of a report, MiB.
+    fn data_max_mib(report: &Report) -> f64 {
+        report
+            .phases
+            .iter()
+            .flat_map(|t| t.rows.iter())
+            .map(|r| {
+                r.measured
+                    .peak_allocated_bytes
+                    .max(r.measured.peak_reserved_bytes)
+            })
+            .max()
+            .unwrap() as f64
+            / 1_048_576.0
+    }
+
+    #[test]
+    fn memory_axis_ends_just_above_the_data() {
+        // 24 small files: 0.06 MiB to 34 MiB, log scale from 0.01 to 1.2 x 34
+        let (low, high, log) = memory_axis(&[0.0625, 2.0, 34.0, 0.0]);
+        assert!(log);
+        assert!((low - 0.01).abs() < 1e-12, "{low}");
+        assert!((high - 40.8).abs() < 1e-9, "{high}");
+        // a sweep: 16 MiB to 140,000 MiB; a smallest bar on a power of ten keeps a height
+        assert_eq!(memory_axis(&[10.0, 140_000.0]), (1.0, 168_000.0, true));
+        // within a factor 50: linear from 0
+        assert_eq!(memory_axis(&[10.0, 20.0]), (0.0, 24.0, false));
+        assert_eq!(memory_axis(&[0.0, 0.0]), (0.0, 1.0, false));
+        assert_eq!(memory_axis(&[]), (0.0, 1.0, false));
+    }
+
+    #[test]
+    fn tick_labels_are_plain() {
+        for (value, text) in [
+            (0.0, "0"),
+            (0.1, "0.1"),
+            (0.01, "0.01"),
+            (0.30000000000000004, "0.3"),
+            (0.125, "0.125"),
+            (1.0, "1"),
+            (1.5, "1.5"),
+            (10.0, "10"),
+            (250.0, "250"),
+            (1000.0, "1,000"),
+            (100_000.0, "100,000"),
+            (12_345_678.0, "12,345,678"),
+            (-2500.0, "-2,500"),
+            (-0.0, "0"),
+        ] {
+            assert_eq!(tick_label(value), text, "{value}");
+        }
+    }
+
+    #[test]
+    fn svg_axis_and_labels_follow_the_data() {
+        for widths in [
+            vec![64, 64],
+            vec![16, 4096],
+            vec![16, 64, 256, 1024, 4096, 8192],
+        ] {
+            let docs = widths
+                .iter()
+                .map(|w| parse_document(sample_json(*w, 4).as_bytes()).unwrap())
+                .collect();
+            let report = build_report(&loaded(docs));
+            let svg = render_svg(&report).unwrap();
+            let max = data_max_mib(&report);
+            let labels = numeric_labels(&svg);
+            let top = labels.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+            // the memory axis ends at 1.2 x the data: no label far above it, one not far below
+            assert!(
+                top <= 1.2 * max,
+                "{widths:?}: label {top} above 1.2 x {max}"
+            );
+            assert!(
+                top >= max / 10.0,
+                "{widths:?}: top label {top} for data up to {max}"
+            );
+            for (text, _) in &labels {
+                assert!(!text.ends_with(".0"), "{widths:?}: label {text}");
+                assert!(text.chars().count() <= 9, "{widths:?}: label {text}");
+            }
+            assert_eq!(legend_entries(&svg).len(), widths.len());
+        }
+    }
+
+    #[test]
+    fn svg_series_follow_configuration_size_not_text_order() {
+        // given in text order, as a shell glob gives them
+        let widths = [1024, 128, 16384, 256, 64];
+        let docs = widths
+            .iter()
+            .map(|w| parse_document(sample_json(*w, 4).as_bytes()).unwrap())
+            .collect();
+        let report = build_report(&loaded(docs));
+        assert_eq!(chart_order(&report), [4, 1, 3, 0, 2]);
+        let svg = render_svg(&report).unwrap();
+        assert_eq!(
+            legend_entries(&svg),
+            [
+                "[5] rust float32 b1 c16 w64",
+                "[2] rust float32 b1 c16 w128",
+                "[4] rust float32 b1 c16 w256",
+                "[1] rust float32 b1 c16 w1024",
+                "[3] rust float32 b1 c16 w16384",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_legend_is_capped_beside_the_plots() {
+        let count = SVG_LEGEND_MAX + 10;
+        let docs = (0..count)
+            .map(|i| parse_document(sample_json(64 + i as u64, 4).as_bytes()).unwrap())
+            .collect();
+        let svg = render_svg(&build_report(&loaded(docs))).unwrap();
+        let legend = legend_entries(&svg);
+        assert_eq!(legend.len(), SVG_LEGEND_MAX);
+        assert_eq!(legend[0], "[1] rust float32 b1 c16 w64");
+        assert_eq!(
+            legend[SVG_LEGEND_MAX - 1],
+            "… and 11 more (all in the text report)"
+        );
+        // the legend has its own column right of the 1100 px plots
+        let width: u32 = svg
+            .split("width=\"")
+            .nth(1)
+            .and_then(|w| w.split('"').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap();
+        assert!(width >= 1100 + 240, "{width}");
+        let xs: Vec<f64> = svg
+            .split("<text")
+            .skip(1)
+            .filter(|t| t.contains(">[") || t.contains(">…"))
+            .map(|t| {
+                t.split("x=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert!(xs.iter().all(|x| *x >= 1100.0), "{xs:?}");
     }
 
     #[test]

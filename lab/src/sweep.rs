@@ -10,6 +10,7 @@
 //! A point that runs out of memory is a result, not a failure. Any other failure, or a stop
 //! request (Ctrl-C), ends the sweep and keeps the points already finished.
 
+use crate::measure::{Document, Dtype, SyntheticModel};
 use crate::report::{self, LoadedMeasurement};
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -163,20 +164,73 @@ pub trait MeasurementRunner {
 }
 
 /// How a sweep ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "end", rename_all = "snake_case")]
+///
+/// Only [`SweepEnd::Completed`] means the search finished: the largest value that fitted is
+/// then the limit (to `--resolution`). After an interruption or a failure the finished points
+/// are kept, but the limit was not found.
+#[derive(Debug, Clone, PartialEq)]
 pub enum SweepEnd {
-    /// The search converged (or reached `--to`).
+    /// The search converged, reached `--to`, or `--from` itself ran out of memory.
     Completed,
     /// A stop was requested (Ctrl-C); finished points are kept.
-    Interrupted,
+    Interrupted {
+        /// The value whose measurement the stop cut short (and that was dropped); `None` when
+        /// the stop came between points or the running point still fitted.
+        at: Option<u64>,
+    },
     /// A point failed for a reason other than out of memory.
     Failed {
+        /// The value of the failed point.
+        value: u64,
         /// The failure.
         message: String,
         /// Its exit code (2: prerequisite or bad input, 1: runtime).
         exit_code: u8,
     },
+}
+
+impl SweepEnd {
+    /// `completed`, `interrupted` or `failed` (as in the JSON summary and `summary.csv`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SweepEnd::Completed => "completed",
+            SweepEnd::Interrupted { .. } => "interrupted",
+            SweepEnd::Failed { .. } => "failed",
+        }
+    }
+
+    /// Whether the search finished, so that its result is the limit.
+    pub fn is_completed(&self) -> bool {
+        matches!(self, SweepEnd::Completed)
+    }
+
+    /// The value of the point that was running when the sweep stopped and did not finish.
+    pub fn stopped_at(&self) -> Option<u64> {
+        match self {
+            SweepEnd::Completed => None,
+            SweepEnd::Interrupted { at } => *at,
+            SweepEnd::Failed { value, .. } => Some(*value),
+        }
+    }
+
+    /// Why the sweep stopped early, in words; `None` when it completed.
+    pub fn stop_reason(&self) -> Option<String> {
+        match self {
+            SweepEnd::Completed => None,
+            SweepEnd::Interrupted { .. } => Some("interrupted by Ctrl-C".to_owned()),
+            SweepEnd::Failed { message, .. } => Some(message.clone()),
+        }
+    }
+}
+
+/// Serialized as its name alone (`"completed"`); the details have their own fields.
+impl Serialize for SweepEnd {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 /// A finished (or stopped) sweep.
@@ -211,6 +265,11 @@ impl SweepResult {
             .filter(|p| matches!(p.outcome, PointOutcome::OutOfMemory { .. }))
             .map(|p| p.value)
             .min()
+    }
+
+    /// Whether the search finished: only then is [`SweepResult::largest_fitted`] the limit.
+    pub fn limit_found(&self) -> bool {
+        self.end.is_completed()
     }
 
     /// Points sorted by value (the order of the summary table).
@@ -285,7 +344,7 @@ pub fn run_sweep(
     let mut out_of_memory: Option<u64> = None;
     while let Some(value) = next_value(&bounds, fitted, out_of_memory) {
         if stop.load(Ordering::SeqCst) {
-            result.end = SweepEnd::Interrupted;
+            result.end = SweepEnd::Interrupted { at: None };
             break;
         }
         let step = result.points.len() + 1;
@@ -295,12 +354,13 @@ pub fn run_sweep(
         let outcome = match outcome {
             Ok(outcome @ PointOutcome::Fitted(_)) => outcome,
             _ if interrupted => {
-                result.end = SweepEnd::Interrupted;
+                result.end = SweepEnd::Interrupted { at: Some(value) };
                 break;
             }
             Ok(outcome) => outcome,
             Err(error) => {
                 result.end = SweepEnd::Failed {
+                    value,
                     exit_code: error.exit_code(),
                     message: error.to_string(),
                 };
@@ -322,7 +382,7 @@ pub fn run_sweep(
             on_event(Event::Finished(point));
         }
         if interrupted {
-            result.end = SweepEnd::Interrupted;
+            result.end = SweepEnd::Interrupted { at: None };
             break;
         }
     }
@@ -451,17 +511,10 @@ impl MeasurementRunner for ProcessRunner {
             Some(0) => {
                 let loaded = report::read_measurement(&output)
                     .map_err(|e| Error::runtime(format!("{point}: measure succeeded but {e}")))?;
-                let config = &loaded.document.configuration;
-                let got = match self.dimension {
-                    Dimension::Width => config.width,
-                    Dimension::Batch => config.batch,
-                    Dimension::Context => config.context,
-                };
-                if got != value {
+                if let Err(mismatch) = check_point_document(&loaded.document, &flags) {
                     return Err(Error::runtime(format!(
-                        "{point}: {} records {} = {got}",
-                        output.display(),
-                        self.dimension
+                        "{point}: {} does not describe the requested point: {mismatch}",
+                        output.display()
                     )));
                 }
                 Ok(PointOutcome::Fitted(FittedPoint::from_loaded(&loaded)))
@@ -485,8 +538,103 @@ impl MeasurementRunner for ProcessRunner {
     }
 }
 
-/// Header of `summary.csv`.
-pub const SUMMARY_HEADER: [&str; 16] = [
+/// Checks that a point's measurement document describes exactly the requested point: every
+/// field of `configuration` (device, batch, context, width, dtype, warmup, repeats and, when
+/// given, seed) and the sizes of `synthetic_model` (those [`SyntheticModel::new`] computes for
+/// the requested batch, context, width and dtype; the architecture text is not compared).
+///
+/// # Errors
+/// The differences, as `field = found (requested expected)`, joined with `; `.
+pub fn check_point_document(
+    document: &Document,
+    expected: &MeasureFlags,
+) -> std::result::Result<(), String> {
+    let c = &document.configuration;
+    let mut wrong: Vec<String> = Vec::new();
+    let mut check = |field: &str, found: String, wanted: String| {
+        if found != wanted {
+            wrong.push(format!("{field} = {found} (requested {wanted})"));
+        }
+    };
+    check(
+        "configuration.device",
+        c.device.clone(),
+        expected.device.clone(),
+    );
+    check(
+        "configuration.batch",
+        c.batch.to_string(),
+        expected.batch.to_string(),
+    );
+    check(
+        "configuration.context",
+        c.context.to_string(),
+        expected.context.to_string(),
+    );
+    check(
+        "configuration.width",
+        c.width.to_string(),
+        expected.width.to_string(),
+    );
+    check(
+        "configuration.dtype",
+        c.dtype.name().to_owned(),
+        expected.dtype.clone(),
+    );
+    check(
+        "configuration.warmup",
+        c.warmup.to_string(),
+        expected.warmup.to_string(),
+    );
+    check(
+        "configuration.repeats",
+        c.repeats.to_string(),
+        expected.repeats.to_string(),
+    );
+    if let Some(seed) = expected.seed {
+        check("configuration.seed", c.seed.to_string(), seed.to_string());
+    }
+    // The sizes follow from the requested configuration (the document's own dtype when the
+    // requested name is unknown, which the check above already reports).
+    let dtype = Dtype::parse(&expected.dtype).unwrap_or(c.dtype);
+    match SyntheticModel::new(expected.batch, expected.context, expected.width, dtype) {
+        Some(model) => {
+            let m = &document.synthetic_model;
+            for (field, found, wanted) in [
+                ("width", m.width, model.width),
+                ("hidden", m.hidden, model.hidden),
+                ("parameters", m.parameters, model.parameters),
+                ("dtype_bytes", m.dtype_bytes, model.dtype_bytes),
+                ("parameter_bytes", m.parameter_bytes, model.parameter_bytes),
+                ("input_bytes", m.input_bytes, model.input_bytes),
+                ("output_bytes", m.output_bytes, model.output_bytes),
+                (
+                    "flops_per_forward",
+                    m.flops_per_forward,
+                    model.flops_per_forward,
+                ),
+            ] {
+                check(
+                    &format!("synthetic_model.{field}"),
+                    found.to_string(),
+                    wanted.to_string(),
+                );
+            }
+        }
+        None => wrong.push("the requested sizes overflow 64 bits".to_owned()),
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+/// Header of `summary.csv`. `status` is `fitted` or `out_of_memory` for a finished point, and
+/// `interrupted` or `failed` for the point a stopped sweep did not finish (last row, with the
+/// reason in `message`). `sweep_end` repeats on every row how the sweep ended (`completed`,
+/// `interrupted` or `failed`): only `completed` means the largest fitted value is the limit.
+pub const SUMMARY_HEADER: [&str; 17] = [
     "step",
     "dimension",
     "value",
@@ -503,9 +651,11 @@ pub const SUMMARY_HEADER: [&str; 16] = [
     "file",
     "sha256",
     "message",
+    "sweep_end",
 ];
 
-/// The summary CSV: one row per point, sorted by value.
+/// The summary CSV: one row per finished point, sorted by value, then one row for the point a
+/// stopped sweep did not finish (if any); see [`SUMMARY_HEADER`].
 pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     let csv_error = |e: csv::Error| Error::runtime(format!("cannot write the summary: {e}"));
@@ -549,6 +699,24 @@ pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>
                 message.clone(),
             ]),
         }
+        record.push(result.end.as_str().to_string());
+        writer.write_record(&record).map_err(csv_error)?;
+    }
+    if let Some(value) = result.end.stopped_at() {
+        let config = flags.with(result.dimension, value);
+        let mut record = vec![
+            (result.points.len() + 1).to_string(),
+            result.dimension.to_string(),
+            value.to_string(),
+            config.batch.to_string(),
+            config.context.to_string(),
+            config.width.to_string(),
+            config.dtype.clone(),
+            result.end.as_str().to_string(),
+        ];
+        record.extend(std::iter::repeat_n(String::new(), 7));
+        record.push(result.end.stop_reason().unwrap_or_default());
+        record.push(result.end.as_str().to_string());
         writer.write_record(&record).map_err(csv_error)?;
     }
     writer
@@ -704,9 +872,19 @@ mod tests {
         assert_eq!(
             result.end,
             SweepEnd::Failed {
+                value: 256,
                 message: "worker crashed".into(),
                 exit_code: 1
             }
+        );
+        assert!(!result.limit_found());
+        let csv = String::from_utf8(summary_csv(&result, &flags()).unwrap()).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 4, "{csv}");
+        assert!(lines[1].ends_with(",failed"), "{csv}");
+        assert_eq!(
+            lines[3],
+            "3,width,256,1,16,256,float32,failed,,,,,,,,worker crashed,failed"
         );
     }
 
@@ -732,9 +910,18 @@ mod tests {
                 Event::Finished(p) => format!("done {}", p.value),
             })
         });
-        assert_eq!(result.end, SweepEnd::Interrupted);
+        assert_eq!(result.end, SweepEnd::Interrupted { at: Some(512) });
+        assert!(!result.limit_found());
+        assert_eq!(result.end.stopped_at(), Some(512));
         let values: Vec<u64> = result.points.iter().map(|p| p.value).collect();
         assert_eq!(values, vec![64, 128, 256]);
+        let csv = String::from_utf8(summary_csv(&result, &flags()).unwrap()).unwrap();
+        assert!(
+            csv.ends_with(
+                "4,width,512,1,16,512,float32,interrupted,,,,,,,,interrupted by Ctrl-C,interrupted\n"
+            ),
+            "{csv}"
+        );
         assert_eq!(events.last().map(String::as_str), Some("start 512"));
     }
 
@@ -745,7 +932,8 @@ mod tests {
         let bounds = Bounds::new(64, 4096, 1).unwrap();
         let result = run_sweep(Dimension::Batch, bounds, &mut fake, &stop, &mut |_| {});
         assert!(fake.asked.is_empty());
-        assert_eq!(result.end, SweepEnd::Interrupted);
+        assert_eq!(result.end, SweepEnd::Interrupted { at: None });
+        assert_eq!(result.end.stopped_at(), None);
     }
 
     #[test]
@@ -756,11 +944,8 @@ mod tests {
         assert!(Bounds::new(4, 4, 1).is_ok());
     }
 
-    #[test]
-    fn summary_is_sorted_by_value_with_shares() {
-        let mut fake = Fake::new(100);
-        let result = sweep(&mut fake, 64, 256, 16);
-        let flags = MeasureFlags {
+    fn flags() -> MeasureFlags {
+        MeasureFlags {
             device: "cuda:0".into(),
             batch: 1,
             context: 16,
@@ -770,8 +955,15 @@ mod tests {
             repeats: 2,
             seed: None,
             worker: None,
-        };
-        let csv = String::from_utf8(summary_csv(&result, &flags).unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn summary_is_sorted_by_value_with_shares() {
+        let mut fake = Fake::new(100);
+        let result = sweep(&mut fake, 64, 256, 16);
+        assert!(result.limit_found());
+        let csv = String::from_utf8(summary_csv(&result, &flags()).unwrap()).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0], SUMMARY_HEADER.join(","));
         assert!(lines[1]
@@ -779,6 +971,10 @@ mod tests {
         assert!(lines
             .iter()
             .any(|l| l.contains(",128,1,16,128,float32,out_of_memory,")));
+        assert!(
+            lines[1..].iter().all(|l| l.ends_with(",completed")),
+            "{csv}"
+        );
         let values: Vec<u64> = lines[1..]
             .iter()
             .map(|l| l.split(',').nth(2).unwrap().parse().unwrap())
@@ -786,6 +982,55 @@ mod tests {
         let mut sorted = values.clone();
         sorted.sort();
         assert_eq!(values, sorted);
+    }
+
+    #[test]
+    fn a_point_document_must_match_the_requested_point_entirely() {
+        let json = crate::report::tests::sample_json(64, 4);
+        let document = crate::report::parse_document(json.as_bytes()).unwrap();
+        let mut expected = flags();
+        expected.seed = Some(0);
+        assert_eq!(check_point_document(&document, &expected), Ok(()));
+        // the varied dimension matches, another one does not
+        let mut other = expected.clone();
+        other.batch = 2;
+        assert_eq!(
+            check_point_document(&document, &other).unwrap_err(),
+            "configuration.batch = 1 (requested 2); synthetic_model.input_bytes = 4096 \
+             (requested 8192); synthetic_model.output_bytes = 4096 (requested 8192); \
+             synthetic_model.flops_per_forward = 1048576 (requested 2097152)"
+        );
+        for (change, field) in [
+            (
+                (|f: &mut MeasureFlags| f.device = "cuda:1".into()) as fn(&mut MeasureFlags),
+                "configuration.device = cuda:0 (requested cuda:1)",
+            ),
+            (
+                |f| f.dtype = "bfloat16".into(),
+                "configuration.dtype = float32 (requested bfloat16)",
+            ),
+            (|f| f.warmup = 3, "configuration.warmup = 1 (requested 3)"),
+            (|f| f.repeats = 5, "configuration.repeats = 2 (requested 5)"),
+            (|f| f.seed = Some(7), "configuration.seed = 0 (requested 7)"),
+            (
+                |f| f.context = 32,
+                "configuration.context = 16 (requested 32)",
+            ),
+        ] {
+            let mut wanted = expected.clone();
+            change(&mut wanted);
+            let error = check_point_document(&document, &wanted).unwrap_err();
+            assert!(error.starts_with(field), "{error}");
+        }
+        // configuration right, synthetic_model of another size
+        let mut lying = document.clone();
+        lying.synthetic_model.width = 128;
+        lying.synthetic_model.hidden = 512;
+        let error = check_point_document(&lying, &expected).unwrap_err();
+        assert_eq!(
+            error,
+            "synthetic_model.width = 128 (requested 64); synthetic_model.hidden = 512 (requested 256)"
+        );
     }
 
     #[test]

@@ -193,6 +193,30 @@ fn svg_is_written_once_and_never_overwritten() {
 }
 
 #[test]
+fn svg_mode_follows_the_umask_like_any_new_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = files(dir.path());
+    for (umask, mode) in [("022", 0o644), ("002", 0o664), ("077", 0o600)] {
+        let svg = dir.path().join(format!("chart-{umask}.svg"));
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+            .arg(assert_cmd::cargo::cargo_bin("lab"))
+            .arg("report")
+            .arg(&a)
+            .arg(&b)
+            .arg("--svg")
+            .arg(&svg)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let mode_found = std::fs::metadata(&svg).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode_found, mode, "umask {umask}: {mode_found:o}");
+    }
+}
+
+#[test]
 fn bad_files_are_one_line_exit_2_missing_ones_exit_1() {
     let dir = tempfile::tempdir().unwrap();
     // A missing file is a runtime failure (exit 1), as for every file `lab` reads.

@@ -10,7 +10,8 @@ fn lab() -> Command {
     Command::cargo_bin("lab").unwrap()
 }
 
-/// A measurement document whose width is filled in by the fake.
+/// A measurement document whose width (and the model sizes that follow from it, for batch 1,
+/// context 16, float32) is filled in by the fake.
 const TEMPLATE: &str = r#"{"schema":"iteragpu-lab/measurement/v1",
 "tool":{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"},
 "created_utc":"2026-11-30T10:00:00Z",
@@ -20,8 +21,9 @@ const TEMPLATE: &str = r#"{"schema":"iteragpu-lab/measurement/v1",
 "device_count":1,"tf32_matmul_allowed":false},
 "configuration":{"device":"cuda:0","batch":1,"context":16,"width":__WIDTH__,"dtype":"float32",
 "warmup":1,"repeats":2,"seed":0},
-"synthetic_model":{"architecture":"MLP","width":__WIDTH__,"hidden":1,"parameters":1,"dtype_bytes":4,
-"parameter_bytes":4,"input_bytes":4,"output_bytes":4,"flops_per_forward":1},
+"synthetic_model":{"architecture":"MLP","width":__WIDTH__,"hidden":__HIDDEN__,"parameters":__PARAMS__,
+"dtype_bytes":4,"parameter_bytes":__PBYTES__,"input_bytes":__IO__,"output_bytes":__IO__,
+"flops_per_forward":__FLOPS__},
 "phases":[
 {"phase":"model_load","repetition":null,"forward_passes":0,"wall_seconds":0.1,"gpu_seconds":null,
 "baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":__WIDTH__000,
@@ -60,13 +62,18 @@ done
 echo "$width" >> "$FAKE_DIR/calls"
 if [ -n "$FAKE_EXIT2" ]; then echo "lab: error: no torch worker found: build it with --features torch" >&2; exit 2; fi
 if [ -n "$FAKE_CRASH_AT" ] && [ "$width" = "$FAKE_CRASH_AT" ]; then echo "lab: error: the worker crashed" >&2; exit 1; fi
+if [ -n "$FAKE_WRONG_AT" ] && [ "$width" = "$FAKE_WRONG_AT" ]; then batch=2; else batch=1; fi
 if [ -n "$FAKE_SLOW_AT" ] && [ "$width" = "$FAKE_SLOW_AT" ]; then touch "$FAKE_DIR/slow-started"; sleep 2; fi
 if [ "$width" -gt "$FAKE_LIMIT" ]; then
   echo "progress line" >&2
   echo "lab: error: CUDA out of memory while running cold_forward (tried to allocate 2.00 GiB)" >&2
   exit 1
 fi
-sed "s/__WIDTH__/$width/g" "$FAKE_DIR/template.json" > "$out"
+hidden=$((4 * width)); params=$((2 * width * hidden + hidden + width))
+sed -e "s/__WIDTH__/$width/g" -e "s/__HIDDEN__/$hidden/g" -e "s/__PARAMS__/$params/g" \
+  -e "s/__PBYTES__/$((4 * params))/g" -e "s/__IO__/$((16 * width * 4))/g" \
+  -e "s/__FLOPS__/$((2 * 16 * 2 * width * hidden))/g" -e "s/\"batch\":1,/\"batch\":$batch,/" \
+  "$FAKE_DIR/template.json" > "$out"
 "#,
     )
     .unwrap();
@@ -117,6 +124,7 @@ fn doubles_then_bisects_and_writes_every_point() {
         stdout.contains("largest width that fitted: 1000"),
         "{stdout}"
     );
+    assert!(!stdout.contains("STOPPED EARLY"), "{stdout}");
     assert!(
         stdout.contains("smallest width that ran out of memory: 1001"),
         "{stdout}"
@@ -160,7 +168,18 @@ fn json_summary() {
     assert!(output.status.success());
     let v: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(v["dimension"], "width");
-    assert_eq!(v["end"]["end"], "completed");
+    assert_eq!(v["end"], "completed");
+    assert_eq!(v["limit_found"], true);
+    assert_eq!(v["stopped_at"], Value::Null);
+    assert_eq!(v["stop_reason"], Value::Null);
+    assert_eq!(v["bounds"]["from"], 100);
+    assert_eq!(v["bounds"]["to"], 300);
+    // the varied dimension is not a fixed flag: null, its range is `bounds`
+    assert_eq!(v["flags"]["width"], Value::Null);
+    assert_eq!(v["flags"]["batch"], 1);
+    assert_eq!(v["flags"]["context"], 16);
+    assert_eq!(v["flags"]["dtype"], "float32");
+    assert_eq!(v["flags"]["seed"], 0);
     assert_eq!(v["largest_fitted"]["value"], 300);
     assert_eq!(v["largest_fitted"]["peak_reserved_bytes"], 300_000);
     assert_eq!(
@@ -288,8 +307,120 @@ fn a_crash_stops_the_sweep_and_keeps_finished_points() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("the worker crashed"), "{stderr}");
     assert!(stderr.contains("2 finished points are kept"), "{stderr}");
+    assert!(stderr.contains("before the limit was found"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("sweep STOPPED EARLY (width=256: lab measure exited with 1: the worker crashed): the search did not finish, the width limit was NOT found"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("largest width that fitted before the stop (NOT the limit): 128"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "no point ran out of memory before the stop (the sweep did not reach --to 4096)"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("largest width that fitted:"), "{stdout}");
+    assert!(!stdout.contains("up to --to"), "{stdout}");
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    assert_eq!(summary.lines().count(), 3);
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(lines.len(), 4, "{summary}");
+    assert!(lines[0].ends_with(",message,sweep_end"), "{summary}");
+    assert!(lines[1].ends_with(",failed"), "{summary}");
+    assert!(lines[2].ends_with(",failed"), "{summary}");
+    assert_eq!(
+        lines[3],
+        "3,width,256,1,16,256,float32,failed,,,,,,,,\
+         width=256: lab measure exited with 1: the worker crashed,failed"
+    );
+}
+
+#[test]
+fn json_of_a_failed_sweep_says_the_limit_was_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(
+        dir.path(),
+        &out,
+        1000,
+        &["--from", "64", "--to", "4096", "--json"],
+    )
+    .env("FAKE_CRASH_AT", "256")
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["end"], "failed");
+    assert_eq!(v["limit_found"], false);
+    assert_eq!(v["stopped_at"], 256);
+    assert_eq!(
+        v["stop_reason"],
+        "width=256: lab measure exited with 1: the worker crashed"
+    );
+    assert_eq!(v["largest_fitted"]["value"], 128);
+    assert_eq!(v["points"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_document_for_another_point_stops_the_sweep() {
+    // The fake writes batch 2 for width 256 although the sweep asked for batch 1.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 100_000, &["--from", "64", "--to", "4096"])
+        .env("FAKE_WRONG_AT", "256")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // progress lines, then one error line
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains(
+            "width-256.json does not describe the requested point: \
+             configuration.batch = 2 (requested 1) (the 2 finished points are kept in"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(calls(dir.path()), vec![64, 128, 256]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("width limit was NOT found"), "{stdout}");
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(summary
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("3,width,256,1,16,256,float32,failed,"));
+}
+
+#[test]
+fn summary_csv_follows_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    for (umask, mode) in [("022", 0o644), ("027", 0o640), ("077", 0o600)] {
+        let out = dir.path().join(format!("sweep-{umask}"));
+        let lab = assert_cmd::cargo::cargo_bin("lab");
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+            .arg(&lab)
+            .args([
+                "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "128",
+            ])
+            .arg("--measure-program")
+            .arg(fake(dir.path()))
+            .arg("--output-dir")
+            .arg(&out)
+            .env("FAKE_DIR", dir.path())
+            .env("FAKE_LIMIT", "100000")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let summary = std::fs::metadata(out.join("summary.csv")).unwrap();
+        assert_eq!(summary.permissions().mode() & 0o777, mode, "umask {umask}");
+    }
 }
 
 #[test]
@@ -347,7 +478,27 @@ fn sigint_stops_cleanly_and_keeps_finished_points() {
     assert!(stderr.contains("interrupted by Ctrl-C"), "{stderr}");
     // the point running at the signal finished (the fake ignores it) and is kept; no new one
     assert_eq!(calls(dir.path()), vec![64, 128, 256]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("sweep STOPPED EARLY (interrupted by Ctrl-C): the search did not finish, the width limit was NOT found"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("largest width that fitted before the stop (NOT the limit): 256"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "no point ran out of memory before the stop (the sweep did not reach --to 4096)"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("up to --to"), "{stdout}");
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     assert_eq!(summary.lines().count(), 4, "{summary}");
+    assert!(
+        summary.lines().skip(1).all(|l| l.ends_with(",interrupted")),
+        "{summary}"
+    );
     assert!(out.join("width-256.json").is_file());
 }

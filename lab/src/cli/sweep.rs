@@ -2,7 +2,10 @@
 //!
 //! Each point is a fresh `lab measure` process (this same binary), so the sweep measures exactly
 //! what `lab measure` measures. Ctrl-C stops after (or during) the current point; the finished
-//! points and the summary are kept.
+//! points and the summary are kept. Only a search that finished prints "largest ... that
+//! fitted" as the limit: after Ctrl-C or a failed point, stdout says the sweep STOPPED EARLY and
+//! the limit was NOT found, and `summary.csv` and `--json` say how it ended (`sweep_end`,
+//! `end`, `limit_found`).
 
 use super::numbers::{emit, positive_integer, print_json};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -240,12 +243,16 @@ pub fn run(args: Args) -> Result<()> {
         // empty one).
         let _ = std::fs::remove_dir(&args.output_dir);
         return match result.end {
-            SweepEnd::Failed { message, exit_code } => Err(if exit_code == 2 {
+            SweepEnd::Failed {
+                message, exit_code, ..
+            } => Err(if exit_code == 2 {
                 Error::usage(message)
             } else {
                 Error::runtime(message)
             }),
-            SweepEnd::Interrupted => Err(Error::runtime("sweep interrupted before any point")),
+            SweepEnd::Interrupted { .. } => {
+                Err(Error::runtime("sweep interrupted before any point"))
+            }
             SweepEnd::Completed => Err(Error::runtime("sweep measured no point")),
         };
     }
@@ -269,14 +276,16 @@ pub fn run(args: Args) -> Result<()> {
 
     match result.end {
         SweepEnd::Completed => Ok(()),
-        SweepEnd::Interrupted => Err(Error::runtime(format!(
-            "sweep interrupted by Ctrl-C; the {} finished points are kept in {}",
+        SweepEnd::Interrupted { .. } => Err(Error::runtime(format!(
+            "sweep interrupted by Ctrl-C before the limit was found; the {} finished points are kept in {}",
             result.points.len(),
             args.output_dir.display()
         ))),
-        SweepEnd::Failed { message, exit_code } => {
+        SweepEnd::Failed {
+            message, exit_code, ..
+        } => {
             let message = format!(
-                "sweep stopped: {message} (the {} finished points are kept in {})",
+                "sweep stopped before the limit was found: {message} (the {} finished points are kept in {})",
                 result.points.len(),
                 args.output_dir.display()
             );
@@ -373,33 +382,61 @@ fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> S
     for line in lab::table::align(&rows, |i| i == 2) {
         let _ = writeln!(out, "  {line}");
     }
+    if let Some(reason) = result.end.stop_reason() {
+        let _ = writeln!(
+            out,
+            "sweep STOPPED EARLY ({reason}): the search did not finish, the {d} limit was NOT found"
+        );
+    }
+    let limit_found = result.limit_found();
     match result.largest_fitted() {
         Some((point, f)) => {
+            let what = if limit_found {
+                format!("largest {d} that fitted")
+            } else {
+                format!("largest {d} that fitted before the stop (NOT the limit)")
+            };
             let _ = writeln!(
                 out,
-                "largest {d} that fitted: {} (peak reserved {} GiB = {} % of the device's {} GiB)",
+                "{what}: {} (peak reserved {} GiB = {} % of the device's {} GiB)",
                 point.value,
                 gib(f.peak_reserved_bytes, 2),
                 percent(f.peak_reserved_share()),
                 gib(f.total_memory_bytes, 2)
             );
         }
-        None => {
+        None if limit_found => {
             let _ = writeln!(
                 out,
                 "no {d} fitted (not even --from {})",
                 result.bounds.from
             );
         }
+        None => {
+            let _ = writeln!(out, "no {d} fitted before the stop");
+        }
     }
-    match result.smallest_out_of_memory() {
-        Some(v) => {
+    match (result.smallest_out_of_memory(), limit_found) {
+        (Some(v), true) => {
             let _ = writeln!(out, "smallest {d} that ran out of memory: {v}");
         }
-        None => {
+        (Some(v), false) => {
+            let _ = writeln!(
+                out,
+                "smallest {d} that ran out of memory before the stop: {v}"
+            );
+        }
+        (None, true) => {
             let _ = writeln!(
                 out,
                 "no point ran out of memory up to --to {}",
+                result.bounds.to
+            );
+        }
+        (None, false) => {
+            let _ = writeln!(
+                out,
+                "no point ran out of memory before the stop (the sweep did not reach --to {})",
                 result.bounds.to
             );
         }
@@ -425,11 +462,22 @@ fn json_summary(
         })
     });
     let points: Vec<_> = result.points_by_value().into_iter().collect();
+    // The fixed flags; the varied one is null (its range is `bounds`).
+    let mut fixed = serde_json::to_value(flags).unwrap_or(serde_json::Value::Null);
+    if let Some(object) = fixed.as_object_mut() {
+        object.insert(
+            result.dimension.as_str().to_owned(),
+            serde_json::Value::Null,
+        );
+    }
     serde_json::json!({
         "dimension": result.dimension,
         "bounds": result.bounds,
-        "flags": flags,
-        "end": result.end,
+        "flags": fixed,
+        "end": result.end.as_str(),
+        "limit_found": result.limit_found(),
+        "stopped_at": result.end.stopped_at(),
+        "stop_reason": result.end.stop_reason(),
         "output_dir": dir,
         "summary_csv": summary,
         "points": points,
