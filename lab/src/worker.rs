@@ -64,7 +64,8 @@ pub struct DeviceInfo {
 /// What the worker found about libtorch and the asked GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerEnvironment {
-    /// libtorch's `TORCH_VERSION`.
+    /// libtorch's version as loaded ([`loaded_torch_version`], e.g. `2.11.0+cu130`), else its
+    /// headers' `TORCH_VERSION`.
     pub torch_version: String,
     /// CUDA runtime version libtorch was built with, `major.minor`.
     pub cuda_build_version: Option<String>,
@@ -315,9 +316,68 @@ pub fn call(
     ))))
 }
 
+/// The full version of the libtorch this process has loaded, local build tag included (e.g.
+/// `2.11.0+cu130`, as `torch.__version__` prints it), so the Rust and the Python documents
+/// name the same thing. `maps` is the text of `/proc/self/maps`; the folder of the mapped
+/// `libtorch_cpu.so` leads to `../version.py` (a PyPI wheel: `__version__ = '…'`) or
+/// `../build-version` (a libtorch archive). `read` reads a file. `None` when neither is found;
+/// the worker then reports the version its headers declared (`TORCH_VERSION`).
+pub fn loaded_torch_version(maps: &str, read: impl Fn(&Path) -> Option<String>) -> Option<String> {
+    let library = maps
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.ends_with("/libtorch_cpu.so"))?;
+    let root = Path::new(library).parent()?.parent()?;
+    if let Some(text) = read(&root.join("version.py")) {
+        let version = text.lines().find_map(|line| {
+            let value = line
+                .strip_prefix("__version__")?
+                .trim_start()
+                .strip_prefix('=')?;
+            let value = value.trim().trim_matches(|c| c == '\'' || c == '"');
+            (!value.is_empty()).then(|| value.to_owned())
+        });
+        if version.is_some() {
+            return version;
+        }
+    }
+    read(&root.join("build-version"))
+        .map(|text| text.trim().to_owned())
+        .filter(|version| !version.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loaded_torch_version_reads_the_wheel_or_the_archive() {
+        let maps = "7f00-7f01 r-xp 00000000 fd:01 42 /venv/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so\n\
+                    7f02-7f03 r-xp 00000000 fd:01 43 /usr/lib/libc.so.6\n";
+        let wheel = |p: &Path| {
+            (p == Path::new("/venv/lib/python3.12/site-packages/torch/version.py")).then(|| {
+                "from typing import Optional\n__version__ = '2.11.0+cu130'\ndebug = False\n"
+                    .to_owned()
+            })
+        };
+        assert_eq!(
+            loaded_torch_version(maps, wheel).as_deref(),
+            Some("2.11.0+cu130")
+        );
+        let archive = |p: &Path| {
+            (p == Path::new("/venv/lib/python3.12/site-packages/torch/build-version"))
+                .then(|| "2.11.0+cpu\n".to_owned())
+        };
+        assert_eq!(
+            loaded_torch_version(maps, archive).as_deref(),
+            Some("2.11.0+cpu")
+        );
+        assert_eq!(loaded_torch_version(maps, |_| None), None);
+        assert_eq!(
+            loaded_torch_version("7f02-7f03 r-xp 0 fd:01 43 /usr/lib/libc.so.6\n", wheel),
+            None
+        );
+    }
     use crate::measure::Dtype;
 
     #[test]

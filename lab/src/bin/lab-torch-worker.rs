@@ -151,10 +151,17 @@ fn version_text(v: i64, per_major: i64, per_minor: i64) -> Option<String> {
 
 /// libtorch, CUDA and GPU `index` as libtorch sees them. Initialises CUDA when the GPU exists.
 fn describe(index: u32) -> WorkerEnvironment {
-    // SAFETY: static NUL-terminated string.
-    let torch_version = unsafe { CStr::from_ptr(lab_torch_version()) }
-        .to_string_lossy()
-        .into_owned();
+    // The loaded library's own version file names the build (`2.11.0+cu130`); the headers'
+    // TORCH_VERSION (`2.11.0`) is the fallback.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let torch_version =
+        lab::worker::loaded_torch_version(&maps, |p| std::fs::read_to_string(p).ok())
+            .unwrap_or_else(|| {
+                // SAFETY: static NUL-terminated string.
+                unsafe { CStr::from_ptr(lab_torch_version()) }
+                    .to_string_lossy()
+                    .into_owned()
+            });
     // SAFETY: plain calls, no arguments.
     let (cuda, hip, count) = unsafe {
         (
