@@ -704,8 +704,25 @@ def print_error(message):
 class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line on stderr and exit code 2."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        """Remembers the arguments, so that ``error`` can name an unknown flag."""
+        self._arguments = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message):
         """Prints ``mesure_memoire.py: error: MESSAGE`` (see ``print_error``) and exits 2."""
+        # argparse reports missing required flags before unknown ones; a misspelt flag
+        # (``--day`` for ``--days``) is the real problem then, as ``lab`` says.
+        if message.startswith("the following arguments are required"):
+            known = self._option_string_actions
+            unknown = [
+                a.split("=", 1)[0]
+                for a in getattr(self, "_arguments", [])
+                if a.startswith("-") and len(a) > 1 and a.split("=", 1)[0] not in known
+                and not a.lstrip("-").replace(".", "", 1).isdigit()
+            ]
+            if unknown:
+                message = f"unexpected argument '{unknown[0]}' found"
         print_error(message)
         self.exit(2)
 

@@ -123,8 +123,12 @@ pub fn check_document(document: &Document) -> std::result::Result<(), String> {
 /// what is wrong.
 pub fn parse_document(bytes: &[u8]) -> std::result::Result<Document, String> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let document: Document =
-        serde_json::from_slice(bytes).map_err(|e| format!("not a measurement document: {e}"))?;
+    let document: Document = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "not a measurement document ({e}); give a file written by `lab measure` or \
+                 `mesure_memoire.py measure`"
+        )
+    })?;
     check_document(&document)?;
     Ok(document)
 }

@@ -109,7 +109,10 @@ fn a_changed_member_is_named_and_exit_1() {
     assert!(stdout.contains("calcul_forfaits.py"), "{stdout}");
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("does not match its manifest"), "{stderr}");
+    assert!(
+        stderr.contains("failed the kit check: 2 problem(s)"),
+        "{stderr}"
+    );
 
     let output = lab()
         .arg("verify-kit")

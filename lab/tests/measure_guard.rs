@@ -443,3 +443,37 @@ fn measure_with_an_unreadable_answer_says_so() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn environment_of_a_non_gpu_device_still_shows_libtorch_but_no_device() {
+    // The worker describes cuda:0; for `--device cpu` only libtorch's facts are kept.
+    let dir = tempfile::tempdir().unwrap();
+    let answer = r#"{"environment":{"torch_version":"2.11.0+cu130","cuda_build_version":"13.0","hip_build_version":null,"device_count":1,"device":{"index":0,"name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132},"device_problem":null,"tf32_matmul_allowed":false}}"#;
+    let worker = fake_worker(dir.path(), "w", "", answer, 0);
+    let output = lab()
+        .args(["environment", "--device", "cpu", "--json", "--worker"])
+        .arg(&worker)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["torch_version"], "2.11.0+cu130");
+    assert_eq!(json["device_count"], 1);
+    assert_eq!(json["device_available"], false);
+    assert_eq!(json["device_info"], serde_json::Value::Null);
+    assert!(json["problems"][0]
+        .as_str()
+        .unwrap()
+        .contains("'cpu' is not a GPU"));
+    let text = lab()
+        .args(["environment", "--device", "cpu", "--worker"])
+        .arg(&worker)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("device cpu                    not available (see note)"),
+        "{text}"
+    );
+    assert!(!text.contains("NVIDIA H200"), "{text}");
+}

@@ -230,6 +230,10 @@ class BadInput(unittest.TestCase):
             ["--gp", "b200", "--days", "7", "--lots", "1"],
         ):
             self.assert_refused(args)
+        # the misspelt flag is named, not the required one it hides (as lab says)
+        self.assert_refused(
+            ["--gpu", "b200", "--day", "7", "--lots", "1"], fragment="unexpected argument '--day' found"
+        )
 
     def test_bad_accepted_results(self):
         for results in ("0", "-3", "2.5", "1e2", "", "many"):

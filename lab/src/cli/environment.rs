@@ -25,46 +25,60 @@ pub struct Args {
 pub fn run(args: Args) -> lab::Result<()> {
     let mut report = EnvironmentReport::new(&args.device);
     report.driver = query_driver();
-    match parse_device(&args.device) {
-        Err(e) => report.problems.push(e.to_string()),
-        Ok(index) => match worker::locate(args.worker.as_deref()) {
-            Err(u) => report.problems.push(u.message()),
-            Ok(path) => {
-                report.worker = Some(path.display().to_string());
-                let request = WorkerRequest::Environment {
-                    device_index: index,
-                };
-                match worker::call(&path, &request) {
-                    Err(u) => {
-                        match u {
-                            Unavailable::NoLibtorch(_) => report.libtorch_available = Some(false),
-                            // Found but could not be started: no worker to speak of.
-                            Unavailable::NoWorker(_) => report.worker = None,
-                        }
-                        report.problems.push(u.message());
+    // A device that is not `cuda:N` is reported as such, but libtorch's own facts (version,
+    // build, GPU count) are still worth showing, as `mesure_memoire.py environment` does: the
+    // worker is asked about cuda:0 and only those facts are kept.
+    let index = match parse_device(&args.device) {
+        Ok(index) => Some(index),
+        Err(e) => {
+            report.problems.push(e.to_string());
+            None
+        }
+    };
+    match worker::locate(args.worker.as_deref()) {
+        Err(u) => report.problems.push(u.message()),
+        Ok(path) => {
+            report.worker = Some(path.display().to_string());
+            let request = WorkerRequest::Environment {
+                device_index: index.unwrap_or(0),
+            };
+            match worker::call(&path, &request) {
+                Err(u) => {
+                    match u {
+                        Unavailable::NoLibtorch(_) => report.libtorch_available = Some(false),
+                        // Found but could not be started: no worker to speak of.
+                        Unavailable::NoWorker(_) => report.worker = None,
                     }
-                    // No readable answer: libtorch's state stays unknown. (The message is
-                    // shared with `lab measure`; this command never writes a file.)
-                    Ok(Err(e)) => report.problems.push(
-                        e.to_string()
-                            .trim_end_matches("; no file was written")
-                            .to_owned(),
-                    ),
-                    Ok(Ok(WorkerReply::Environment(env))) => report.absorb(&env),
-                    // A worker that answers at all was started by the loader with libtorch.
-                    Ok(Ok(WorkerReply::Error(e))) => {
-                        report.libtorch_available = Some(true);
-                        report.problems.push(e.message);
-                    }
-                    Ok(Ok(WorkerReply::Measurement(_))) => {
-                        report.libtorch_available = Some(true);
-                        report
-                            .problems
-                            .push("the GPU worker answered another question".into());
+                    report.problems.push(u.message());
+                }
+                // No readable answer: libtorch's state stays unknown. (The message is
+                // shared with `lab measure`; this command never writes a file.)
+                Ok(Err(e)) => report.problems.push(
+                    e.to_string()
+                        .trim_end_matches("; no file was written")
+                        .to_owned(),
+                ),
+                Ok(Ok(WorkerReply::Environment(env))) => {
+                    report.absorb(&env);
+                    if index.is_none() {
+                        report.device_info = None;
+                        report.device_available = false;
+                        report.tf32_matmul_allowed = None;
                     }
                 }
+                // A worker that answers at all was started by the loader with libtorch.
+                Ok(Ok(WorkerReply::Error(e))) => {
+                    report.libtorch_available = Some(true);
+                    report.problems.push(e.message);
+                }
+                Ok(Ok(WorkerReply::Measurement(_))) => {
+                    report.libtorch_available = Some(true);
+                    report
+                        .problems
+                        .push("the GPU worker answered another question".into());
+                }
             }
-        },
+        }
     }
     if args.json {
         let text = serde_json::to_string_pretty(&report)

@@ -60,7 +60,8 @@ pub fn run(args: Args) -> Result<()> {
         Ok(())
     } else {
         Err(Error::runtime(format!(
-            "{} does not match its manifest: {} problem(s)",
+            "{} failed the kit check: {} problem(s), listed above by member; a kit is the \
+             iteragpu-lab-v1.zip built by `cargo xtask dist`",
             report.archive,
             report.findings.len()
         )))
