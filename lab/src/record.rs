@@ -136,6 +136,28 @@ pub fn check_date_utc(text: &str) -> Result<()> {
     }
 }
 
+/// How far after this machine's clock a run's `--date-utc` may lie: a run cannot end in the
+/// future, but two clocks may disagree by some minutes.
+pub const FUTURE_TOLERANCE: time::Duration = time::Duration::hours(1);
+
+/// Refuses a run date (already checked by [`check_date_utc`]) more than [`FUTURE_TOLERANCE`]
+/// after `now`: the grid is append-only, so a mistyped year would stay in it for good.
+pub fn check_not_in_future(text: &str, now: time::OffsetDateTime) -> Result<()> {
+    let date = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| Error::usage(format!("--date-utc '{text}' is not a date: {e}")))?;
+    if date > now + FUTURE_TOLERANCE {
+        return Err(Error::usage(format!(
+            "--date-utc '{text}' is in the future (this machine's clock says {}); give the time \
+             the run ended, or leave --date-utc out for now",
+            now.replace_nanosecond(0)
+                .unwrap_or(now)
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| "now".to_owned())
+        )));
+    }
+    Ok(())
+}
+
 /// Characters that make a spreadsheet (Excel, LibreOffice, Google Sheets) read a cell as a
 /// formula, or that such programs strip before doing so: `=`, `+`, `-`, `@`, tab, CR.
 pub const FORMULA_PREFIXES: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
@@ -236,6 +258,7 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
     }
     if let Some(date) = input.date_utc {
         check_date_utc(date)?;
+        check_not_in_future(date, time::OffsetDateTime::now_utc())?;
     }
     let measurement: Option<LoadedMeasurement> =
         input.measurement.map(read_measurement).transpose()?;
@@ -483,6 +506,17 @@ fn check_grid(grid: &Path, bytes: &[u8]) -> Result<GridState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_date_in_the_future_is_refused() {
+        let now = time::macros::datetime!(2026-11-29 15:00:00 UTC);
+        assert!(check_not_in_future("2026-11-29T15:00:00Z", now).is_ok());
+        assert!(check_not_in_future("2026-11-29T16:00:00Z", now).is_ok()); // clock skew
+        let e = check_not_in_future("2026-11-29T16:00:01Z", now).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("is in the future"), "{e}");
+        assert!(check_not_in_future("2062-11-29T15:00:00Z", now).is_err());
+    }
 
     #[test]
     fn kit_header_is_the_grid_header() {

@@ -279,7 +279,8 @@ fn bad_input_is_refused_before_writing() {
     let not_measurement = dir.path().join("notes.json");
     std::fs::write(&not_measurement, "{}").unwrap();
     let before = std::fs::read(&grid).unwrap();
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    let cases: Vec<(Vec<&str>, &str)> =
+        vec![
         (vec!["--gpu", "z100"], "unknown GPU 'z100'"),
         (vec!["--days", "5"], "3, 7, 30"),
         (vec!["--lots", "0"], "--lots"),
@@ -301,6 +302,7 @@ fn bad_input_is_refused_before_writing() {
         (vec!["--date-utc", "2026-02-30T00:00:00Z"], "--date-utc"),
         (vec!["--date-utc", "2026-04-31T10:00:00Z"], "not a date"),
         (vec!["--date-utc", "2025-02-29T10:00:00Z"], "not a date"),
+        (vec!["--date-utc", "2999-01-01T00:00:00Z"], "is in the future"),
         (
             vec!["--date-utc", "2026-10-02T14:05:00+02:00"],
             "--date-utc",
@@ -403,7 +405,7 @@ fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
             "--accepted-results",
             "0",
             "--date-utc",
-            "2028-02-29T23:59:59Z",
+            "2024-02-29T23:59:59Z",
             "--threshold",
             "-0.5",
             "--observed",
@@ -421,14 +423,14 @@ fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
     let row: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(row["row"]["outcome"], "failed");
     assert_eq!(row["row"]["accepted_results"], 0);
-    assert_eq!(row["row"]["date_utc"], "2028-02-29T23:59:59Z");
+    assert_eq!(row["row"]["date_utc"], "2024-02-29T23:59:59Z");
     assert_eq!(row["row"]["threshold"], "-0.5");
     assert_eq!(row["row"]["observed"], "+1.25");
     let text = std::fs::read_to_string(&grid).unwrap();
     assert_eq!(
         text.lines().nth(1).unwrap(),
         format!(
-            "run-1,2028-02-29T23:59:59Z,m.json,{},b200,7,2,,-0.5,+1.25,0,failed,loss went to NaN; see run-0",
+            "run-1,2024-02-29T23:59:59Z,m.json,{},b200,7,2,,-0.5,+1.25,0,failed,loss went to NaN; see run-0",
             sha256(&m)
         )
     );
@@ -443,7 +445,7 @@ fn scientific_notation_is_a_number_in_threshold_and_observed() {
             "--run-id",
             "sci",
             "--date-utc",
-            "2026-12-31T23:59:59Z",
+            "2025-12-31T23:59:59Z",
             "--threshold",
             "-2.5E-3",
             "--observed",
@@ -462,7 +464,7 @@ fn scientific_notation_is_a_number_in_threshold_and_observed() {
     let text = std::fs::read_to_string(&grid).unwrap();
     assert_eq!(
         text.lines().nth(1).unwrap(),
-        "sci,2026-12-31T23:59:59Z,,,b200,7,2,,-2.5E-3,-1e5,,completed,"
+        "sci,2025-12-31T23:59:59Z,,,b200,7,2,,-2.5E-3,-1e5,,completed,"
     );
 }
 
