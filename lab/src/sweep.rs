@@ -10,7 +10,7 @@
 //! A point that runs out of memory is a result, not a failure. Any other failure, or a stop
 //! request (Ctrl-C), ends the sweep and keeps the points already finished.
 
-use crate::measure::{Document, Dtype, SyntheticModel};
+use crate::measure::{Configuration, Document, Dtype, SyntheticModel};
 use crate::report::{self, LoadedMeasurement};
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -551,82 +551,68 @@ pub fn check_point_document(
 ) -> std::result::Result<(), String> {
     let c = &document.configuration;
     let mut wrong: Vec<String> = Vec::new();
-    let mut check = |field: &str, found: String, wanted: String| {
-        if found != wanted {
-            wrong.push(format!("{field} = {found} (requested {wanted})"));
-        }
+    // The flags were validated before the sweep started; an unknown name is still reported.
+    let dtype = Dtype::parse(&expected.dtype).unwrap_or_else(|_| {
+        wrong.push(format!(
+            "configuration.dtype = {} (requested {})",
+            c.dtype.name(),
+            expected.dtype
+        ));
+        c.dtype
+    });
+    let wanted = Configuration {
+        device: expected.device.clone(),
+        batch: expected.batch,
+        context: expected.context,
+        width: expected.width,
+        dtype,
+        warmup: expected.warmup,
+        repeats: expected.repeats,
+        seed: expected.seed.unwrap_or(c.seed),
     };
-    check(
-        "configuration.device",
-        c.device.clone(),
-        expected.device.clone(),
-    );
-    check(
-        "configuration.batch",
-        c.batch.to_string(),
-        expected.batch.to_string(),
-    );
-    check(
-        "configuration.context",
-        c.context.to_string(),
-        expected.context.to_string(),
-    );
-    check(
-        "configuration.width",
-        c.width.to_string(),
-        expected.width.to_string(),
-    );
-    check(
-        "configuration.dtype",
-        c.dtype.name().to_owned(),
-        expected.dtype.clone(),
-    );
-    check(
-        "configuration.warmup",
-        c.warmup.to_string(),
-        expected.warmup.to_string(),
-    );
-    check(
-        "configuration.repeats",
-        c.repeats.to_string(),
-        expected.repeats.to_string(),
-    );
-    if let Some(seed) = expected.seed {
-        check("configuration.seed", c.seed.to_string(), seed.to_string());
-    }
-    // The sizes follow from the requested configuration (the document's own dtype when the
-    // requested name is unknown, which the check above already reports).
-    let dtype = Dtype::parse(&expected.dtype).unwrap_or(c.dtype);
+    differences("configuration", c, &wanted, &[], &mut wrong);
     match SyntheticModel::new(expected.batch, expected.context, expected.width, dtype) {
-        Some(model) => {
-            let m = &document.synthetic_model;
-            for (field, found, wanted) in [
-                ("width", m.width, model.width),
-                ("hidden", m.hidden, model.hidden),
-                ("parameters", m.parameters, model.parameters),
-                ("dtype_bytes", m.dtype_bytes, model.dtype_bytes),
-                ("parameter_bytes", m.parameter_bytes, model.parameter_bytes),
-                ("input_bytes", m.input_bytes, model.input_bytes),
-                ("output_bytes", m.output_bytes, model.output_bytes),
-                (
-                    "flops_per_forward",
-                    m.flops_per_forward,
-                    model.flops_per_forward,
-                ),
-            ] {
-                check(
-                    &format!("synthetic_model.{field}"),
-                    found.to_string(),
-                    wanted.to_string(),
-                );
-            }
-        }
+        Some(model) => differences(
+            "synthetic_model",
+            &document.synthetic_model,
+            &model,
+            &["architecture", "autograd"],
+            &mut wrong,
+        ),
         None => wrong.push("the requested sizes overflow 64 bits".to_owned()),
     }
     if wrong.is_empty() {
         Ok(())
     } else {
         Err(wrong.join("; "))
+    }
+}
+
+/// Appends `prefix.field = found (requested wanted)` for every field (in name order) that
+/// differs between two records of one type, skipping the `ignored` fields.
+fn differences<T: Serialize>(
+    prefix: &str,
+    found: &T,
+    wanted: &T,
+    ignored: &[&str],
+    wrong: &mut Vec<String>,
+) {
+    let (Ok(serde_json::Value::Object(found)), Ok(serde_json::Value::Object(wanted))) =
+        (serde_json::to_value(found), serde_json::to_value(wanted))
+    else {
+        wrong.push(format!("{prefix} cannot be compared"));
+        return;
+    };
+    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    for (field, want) in &wanted {
+        let got = found.get(field).unwrap_or(&serde_json::Value::Null);
+        if got != want && !ignored.contains(&field.as_str()) {
+            wrong.push(format!(
+                "{prefix}.{field} = {} (requested {})",
+                text(got),
+                text(want)
+            ));
+        }
     }
 }
 
@@ -996,9 +982,9 @@ mod tests {
         other.batch = 2;
         assert_eq!(
             check_point_document(&document, &other).unwrap_err(),
-            "configuration.batch = 1 (requested 2); synthetic_model.input_bytes = 4096 \
-             (requested 8192); synthetic_model.output_bytes = 4096 (requested 8192); \
-             synthetic_model.flops_per_forward = 1048576 (requested 2097152)"
+            "configuration.batch = 1 (requested 2); synthetic_model.flops_per_forward = \
+             1048576 (requested 2097152); synthetic_model.input_bytes = 4096 (requested 8192); \
+             synthetic_model.output_bytes = 4096 (requested 8192)"
         );
         for (change, field) in [
             (
@@ -1029,7 +1015,7 @@ mod tests {
         let error = check_point_document(&lying, &expected).unwrap_err();
         assert_eq!(
             error,
-            "synthetic_model.width = 128 (requested 64); synthetic_model.hidden = 512 (requested 256)"
+            "synthetic_model.hidden = 512 (requested 256); synthetic_model.width = 128 (requested 64)"
         );
     }
 

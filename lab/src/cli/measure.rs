@@ -21,18 +21,8 @@ pub struct Args {
     /// Model width; hidden = 4 × width.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     width: String,
-    /// float32, float16 or bfloat16.
-    #[arg(long, default_value = "float32")]
-    dtype: String,
-    /// Warm-up passes, measured together as one row, >= 0.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    warmup: String,
-    /// Measured warm passes, one row each, >= 1.
-    #[arg(long, default_value = "2", allow_hyphen_values = true)]
-    repeats: String,
-    /// Seed of the weights and the input.
-    #[arg(long, default_value = "0", allow_hyphen_values = true)]
-    seed: String,
+    #[command(flatten)]
+    passes: PassFlags,
     /// New JSON file to write (never overwritten; written atomically).
     #[arg(long, value_name = "FILE")]
     output: PathBuf,
@@ -40,6 +30,24 @@ pub struct Args {
     /// $LAB_TORCH_WORKER).
     #[arg(long, value_name = "PATH")]
     worker: Option<PathBuf>,
+}
+
+/// The flags of one measurement that `lab sweep` passes on unchanged to every point: element
+/// type, warm-up, repetitions, seed (their defaults are defined here only).
+#[derive(Debug, clap::Args)]
+pub struct PassFlags {
+    /// float32, float16 or bfloat16.
+    #[arg(long, default_value = "float32")]
+    pub dtype: String,
+    /// Warm-up passes, measured together as one row, >= 0.
+    #[arg(long, default_value = "1", allow_hyphen_values = true)]
+    pub warmup: String,
+    /// Measured warm passes, one row each, >= 1.
+    #[arg(long, default_value = "2", allow_hyphen_values = true)]
+    pub repeats: String,
+    /// Seed of the weights and the input.
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub seed: String,
 }
 
 /// Runs `lab measure`.
@@ -55,10 +63,10 @@ pub fn run(args: Args) -> lab::Result<()> {
         &args.batch,
         &args.context,
         &args.width,
-        &args.dtype,
-        &args.warmup,
-        &args.repeats,
-        &args.seed,
+        &args.passes.dtype,
+        &args.passes.warmup,
+        &args.passes.repeats,
+        &args.passes.seed,
     )?;
     let synthetic_model = configuration.sizes()?;
     lab::output::check_new(&args.output)?;

@@ -68,18 +68,9 @@ pub struct Args {
     /// Model width when not varied [default: 64].
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     width: Option<String>,
-    /// float32, float16 or bfloat16.
-    #[arg(long, default_value = "float32")]
-    dtype: String,
-    /// Warm-up passes per point.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    warmup: String,
-    /// Timed warm passes per point.
-    #[arg(long, default_value = "2", allow_hyphen_values = true)]
-    repeats: String,
-    /// Seed of the weights and the input.
-    #[arg(long, default_value = "0", allow_hyphen_values = true)]
-    seed: String,
+    /// Element type, warm-up, repetitions and seed of every point, as for `lab measure`.
+    #[command(flatten)]
+    passes: super::measure::PassFlags,
     /// Torch worker executable, passed to `lab measure` when given.
     #[arg(long, value_name = "PATH")]
     worker: Option<PathBuf>,
@@ -164,10 +155,10 @@ pub fn run(args: Args) -> Result<()> {
         &pick(Dimension::Batch, batch),
         &pick(Dimension::Context, context),
         &pick(Dimension::Width, width),
-        &args.dtype,
-        &args.warmup,
-        &args.repeats,
-        &args.seed,
+        &args.passes.dtype,
+        &args.passes.warmup,
+        &args.passes.repeats,
+        &args.passes.seed,
     )?;
     let flags = MeasureFlags {
         device: checked.device.clone(),
