@@ -1,10 +1,8 @@
 //! `lab compare`: the packages that give at least N GPUs for D days, cheapest first.
 
 use super::numbers::{duration, emit, positive_integer, print_json};
-use lab::catalog::Catalog;
 use lab::compare::compare;
 use lab::pricing::cents_to_usd;
-use std::path::PathBuf;
 
 /// Flags of `lab compare`.
 #[derive(Debug, clap::Args)]
@@ -19,9 +17,8 @@ pub struct Args {
     /// package is shown.
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
     accepted_results: Option<String>,
-    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
-    #[arg(long, value_name = "FILE")]
-    tariffs: Option<PathBuf>,
+    #[command(flatten)]
+    catalog: super::CatalogArg,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -40,7 +37,7 @@ pub fn run(args: Args) -> lab::Result<()> {
         .as_deref()
         .map(|text| positive_integer("--accepted-results", text, u64::MAX))
         .transpose()?;
-    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let catalog = args.catalog.load()?;
     let comparison = compare(&catalog, gpus, days, accepted)?;
     if args.json {
         return print_json(&comparison);

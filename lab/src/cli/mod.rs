@@ -13,6 +13,26 @@ mod tariffs;
 mod verify_kit;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// `--tariffs FILE`, shared by every command that reads the catalog.
+#[derive(Debug, clap::Args)]
+pub struct CatalogArg {
+    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
+    #[arg(long, value_name = "FILE")]
+    tariffs: Option<PathBuf>,
+}
+
+impl CatalogArg {
+    /// The file given with `--tariffs`, through the validator, else the embedded catalog.
+    ///
+    /// # Errors
+    /// As [`lab::catalog::Catalog::load`]: usage (exit 2) for an invalid catalog, runtime
+    /// (exit 1) for an unreadable file.
+    pub fn load(&self) -> lab::Result<lab::catalog::Catalog> {
+        lab::catalog::Catalog::load(self.tariffs.as_deref())
+    }
+}
 
 /// IteraGPU Lab: estimate weight memory, measure a synthetic MLP on a GPU, price packages.
 #[derive(Debug, Parser)]

@@ -1,9 +1,7 @@
 //! `lab price`: the price of a package and, given accepted results, the cost per result.
 
 use super::numbers::{duration, emit, positive_integer, print_json};
-use lab::catalog::Catalog;
 use lab::pricing::quote;
-use std::path::PathBuf;
 
 /// Flags of `lab price`.
 #[derive(Debug, clap::Args)]
@@ -21,9 +19,8 @@ pub struct Args {
     /// Given, the unit cost = package total / results is shown.
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
     accepted_results: Option<String>,
-    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
-    #[arg(long, value_name = "FILE")]
-    tariffs: Option<PathBuf>,
+    #[command(flatten)]
+    catalog: super::CatalogArg,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
@@ -42,7 +39,7 @@ pub fn run(args: Args) -> lab::Result<()> {
         .as_deref()
         .map(|text| positive_integer("--accepted-results", text, u64::MAX))
         .transpose()?;
-    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let catalog = args.catalog.load()?;
     let q = quote(&catalog, &args.gpu, days, lots, accepted)?;
     if args.json {
         return print_json(&q);

@@ -1,7 +1,6 @@
 //! `lab record`: append one real run to the results grid `resultats-bruts.csv`.
 
 use super::numbers::{duration, emit, positive_integer, print_json};
-use lab::catalog::Catalog;
 use lab::record::{append_run, RunInput};
 use lab::{Error, Result};
 use std::path::PathBuf;
@@ -56,9 +55,8 @@ pub struct Args {
     /// --threshold and --observed).
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     notes: Option<String>,
-    /// Catalog CSV to check the GPU against instead of the embedded one.
-    #[arg(long, value_name = "FILE")]
-    tariffs: Option<PathBuf>,
+    #[command(flatten)]
+    catalog: super::CatalogArg,
     /// Print the appended row as one JSON object.
     #[arg(long)]
     json: bool,
@@ -91,7 +89,7 @@ pub fn run(args: Args) -> Result<()> {
             }
         })
         .transpose()?;
-    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let catalog = args.catalog.load()?;
     let input = RunInput {
         run_id: args.run_id.as_deref(),
         date_utc: args.date_utc.as_deref(),

@@ -1,10 +1,9 @@
 //! `lab tariffs`: the catalog as a table, cheapest per GPU-day first.
 
 use super::numbers::{duration, emit, print_json};
-use lab::catalog::{Catalog, CatalogInfo};
+use lab::catalog::CatalogInfo;
 use lab::pricing::{cents_to_usd, compare_per_gpu_day, usd_per_gpu_day};
 use serde::Serialize;
-use std::path::PathBuf;
 
 /// Flags of `lab tariffs`.
 #[derive(Debug, clap::Args)]
@@ -12,9 +11,8 @@ pub struct Args {
     /// Show only packages of this duration: 3, 7 or 30 days.
     #[arg(long, value_name = "D", allow_hyphen_values = true)]
     days: Option<String>,
-    /// Catalog CSV to use instead of the embedded one (checked by the same validator).
-    #[arg(long, value_name = "FILE")]
-    tariffs: Option<PathBuf>,
+    #[command(flatten)]
+    catalog: super::CatalogArg,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -47,7 +45,7 @@ struct Table<'a> {
 /// unreadable catalog file.
 pub fn run(args: Args) -> lab::Result<()> {
     let days = args.days.as_deref().map(duration).transpose()?;
-    let catalog = Catalog::load(args.tariffs.as_deref())?;
+    let catalog = args.catalog.load()?;
     let mut entries: Vec<_> = catalog
         .entries()
         .iter()
