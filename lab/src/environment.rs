@@ -1,46 +1,16 @@
-//! The environment diagnostic of SPEC §3 (`lab environment`) and the `environment` object of
-//! the measurement document, without libtorch: what libtorch, CUDA and the GPU report comes
+//! The environment diagnostic (`lab environment`, `docs/PROTOCOL.md §3`) and the driver query
+//! shared with the measurement, without libtorch: what libtorch, CUDA and the GPU report comes
 //! from the `lab-torch-worker` child process ([`crate::worker`]); this module assembles and
-//! prints it. Collects no environment variable, host name or user name.
+//! prints it. The document's `environment` object is [`crate::document::MeasurementEnvironment`].
+//! Collects no environment variable, host name or user name.
 
+use crate::document::{Driver, LibtorchFacts, Runtime, Tool};
 use crate::text::one_line;
 use crate::worker::{DeviceInfo, WorkerEnvironment};
-use serde::{Deserialize, Serialize};
+use serde::{Serialize, Serializer};
 use std::fmt::Write as _;
 use std::process::Command;
 use std::time::Duration;
-
-/// The Rust compiler that built `lab` (`rustc --version`, recorded by `build.rs`).
-pub const RUSTC_VERSION: &str = env!("LAB_RUSTC_VERSION");
-
-/// `runtime` in the document: the language the measuring tool runs in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Runtime {
-    /// `Rust` (or `Python` for the kit's script).
-    pub language: String,
-    /// For Rust, the compiler version `lab` was built with.
-    pub version: String,
-}
-
-impl Runtime {
-    /// The runtime entry of `lab`.
-    pub fn rust() -> Self {
-        Runtime {
-            language: "Rust".to_owned(),
-            version: RUSTC_VERSION.to_owned(),
-        }
-    }
-}
-
-/// The GPU driver version as a vendor tool reports it, labelled with its source. Not the CUDA
-/// version libtorch was built with: a different thing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Driver {
-    /// The version string, e.g. `580.159.04`.
-    pub version: String,
-    /// The command that answered, e.g. `nvidia-smi --query-gpu=driver_version`.
-    pub source: String,
-}
 
 /// Asks `nvidia-smi` (then `rocm-smi`) for the driver version only; `None` when neither is on
 /// the PATH or answers. Gives up after 20 seconds.
@@ -91,64 +61,12 @@ fn run_with_timeout(program: &str, args: &[&str]) -> Option<String> {
     String::from_utf8(output.stdout).ok()
 }
 
-/// `environment` in the measurement document (all fields required by the schema, plus the
-/// optional `driver`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MeasurementEnvironment {
-    /// Language and version of the measuring tool.
-    pub runtime: Runtime,
-    /// libtorch's version (`TORCH_VERSION`, e.g. `2.11.0`); Python writes `torch.__version__`.
-    pub torch_version: String,
-    /// CUDA version libtorch was built with (`13.0`), `None` for a HIP or CPU build.
-    pub cuda_build_version: Option<String>,
-    /// HIP version libtorch was built with, `None` for a CUDA build.
-    pub hip_build_version: Option<String>,
-    /// The measured GPU, `cuda:N`.
-    pub device: String,
-    /// Its name as the runtime reports it (`cudaDeviceProp::name`).
-    pub device_name: String,
-    /// Compute capability `major.minor`.
-    pub compute_capability: String,
-    /// Total memory announced by the runtime (`cudaDeviceProp::totalGlobalMem`), bytes.
-    pub total_memory_bytes: u64,
-    /// Streaming multiprocessors.
-    pub multiprocessor_count: u64,
-    /// GPUs visible to libtorch.
-    pub device_count: u64,
-    /// Whether float32 matrix products may use TF32 (libtorch default: false; never changed).
-    pub tf32_matmul_allowed: bool,
-    /// Driver version from the vendor tool, when present.
-    pub driver: Option<Driver>,
-}
-
-impl MeasurementEnvironment {
-    /// Builds the document's environment from the worker's report of device `device`;
-    /// `None` when the worker saw no such device.
-    pub fn from_worker(worker: &WorkerEnvironment, driver: Option<Driver>) -> Option<Self> {
-        let d: &DeviceInfo = worker.device.as_ref()?;
-        Some(MeasurementEnvironment {
-            runtime: Runtime::rust(),
-            torch_version: worker.torch_version.clone(),
-            cuda_build_version: worker.cuda_build_version.clone(),
-            hip_build_version: worker.hip_build_version.clone(),
-            device: format!("cuda:{}", d.index),
-            device_name: d.name.clone(),
-            compute_capability: d.compute_capability.clone(),
-            total_memory_bytes: d.total_memory_bytes,
-            multiprocessor_count: d.multiprocessor_count,
-            device_count: worker.device_count,
-            tf32_matmul_allowed: worker.tf32_matmul_allowed.unwrap_or(false),
-            driver,
-        })
-    }
-}
-
 /// What `lab environment` reports (its `--json` output). Fields that could not be known are
 /// `None`; `problems` says why, one line each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EnvironmentReport {
     /// `iteragpu-lab`, `lab`'s version, `rust`.
-    pub tool: crate::measure::Tool,
+    pub tool: Tool,
     /// Rust compiler `lab` was built with.
     pub runtime: Runtime,
     /// The device asked about, as typed.
@@ -159,12 +77,10 @@ pub struct EnvironmentReport {
     /// `Some(true)` once the worker answered, `None` (unknown) when no worker started or it
     /// gave no readable answer.
     pub libtorch_available: Option<bool>,
-    /// libtorch's version.
-    pub torch_version: Option<String>,
-    /// CUDA version libtorch was built with.
-    pub cuda_build_version: Option<String>,
-    /// HIP version libtorch was built with.
-    pub hip_build_version: Option<String>,
+    /// libtorch's version and build, once the worker answered (the JSON then has
+    /// `torch_version`, `cuda_build_version`, `hip_build_version`; all three `null` before).
+    #[serde(flatten, serialize_with = "facts_or_nulls")]
+    pub libtorch: Option<LibtorchFacts>,
     /// GPUs visible to libtorch (`Some(0)` when it sees none), `None` when unknown (no worker,
     /// no libtorch, no readable answer).
     pub device_count: Option<u64>,
@@ -184,14 +100,12 @@ impl EnvironmentReport {
     /// A report with only `lab`'s own facts filled in.
     pub fn new(device: &str) -> Self {
         EnvironmentReport {
-            tool: crate::measure::Tool::rust(),
+            tool: Tool::rust(),
             runtime: Runtime::rust(),
             device: device.to_owned(),
             worker: None,
             libtorch_available: None,
-            torch_version: None,
-            cuda_build_version: None,
-            hip_build_version: None,
+            libtorch: None,
             device_count: None,
             device_available: false,
             device_info: None,
@@ -204,9 +118,7 @@ impl EnvironmentReport {
     /// Fills in what the worker reported.
     pub fn absorb(&mut self, worker: &WorkerEnvironment) {
         self.libtorch_available = Some(true);
-        self.torch_version = Some(worker.torch_version.clone());
-        self.cuda_build_version = worker.cuda_build_version.clone();
-        self.hip_build_version = worker.hip_build_version.clone();
+        self.libtorch = Some(worker.libtorch.clone());
         self.device_count = Some(worker.device_count);
         self.device_info = worker.device.clone();
         self.device_available = worker.device.is_some();
@@ -248,16 +160,19 @@ impl EnvironmentReport {
             "torch worker",
             self.worker.clone().unwrap_or_else(|| na(why)),
         );
+        let facts = self.libtorch.as_ref();
         line(
             "libtorch",
-            self.torch_version.clone().unwrap_or_else(|| na(why)),
+            facts.map_or_else(|| na(why), |f| f.torch_version.clone()),
         );
-        let built = |v: &Option<String>| {
-            v.clone()
+        let built = |v: Option<&String>| {
+            v.cloned()
                 .unwrap_or_else(|| if loaded { "none".to_owned() } else { na(why) })
         };
-        line("CUDA version (built with)", built(&self.cuda_build_version));
-        line("HIP version (built with)", built(&self.hip_build_version));
+        let cuda = facts.and_then(|f| f.cuda_build_version.as_ref());
+        let hip = facts.and_then(|f| f.hip_build_version.as_ref());
+        line("CUDA version (built with)", built(cuda));
+        line("HIP version (built with)", built(hip));
         line(
             "device count",
             match self.device_count {
@@ -301,6 +216,29 @@ impl EnvironmentReport {
     }
 }
 
+/// Serializes `None` as the three keys of [`LibtorchFacts`] with `null` values, so that the
+/// JSON of `lab environment` always has them.
+fn facts_or_nulls<S: Serializer>(
+    facts: &Option<LibtorchFacts>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Unknown {
+        torch_version: Option<String>,
+        cuda_build_version: Option<String>,
+        hip_build_version: Option<String>,
+    }
+    match facts {
+        Some(facts) => facts.serialize(serializer),
+        None => Unknown {
+            torch_version: None,
+            cuda_build_version: None,
+            hip_build_version: None,
+        }
+        .serialize(serializer),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +256,10 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["device_count"], serde_json::Value::Null);
         assert_eq!(json["libtorch_available"], serde_json::Value::Null);
+        // Unknown libtorch facts are there, as null (the same keys as once known).
+        for key in ["torch_version", "cuda_build_version", "hip_build_version"] {
+            assert_eq!(json.get(key), Some(&serde_json::Value::Null), "{key}");
+        }
     }
 
     #[test]
@@ -361,9 +303,11 @@ mod tests {
     #[test]
     fn document_environment_from_worker() {
         let worker = WorkerEnvironment {
-            torch_version: "2.11.0".into(),
-            cuda_build_version: Some("13.0".into()),
-            hip_build_version: None,
+            libtorch: LibtorchFacts {
+                torch_version: "2.11.0".into(),
+                cuda_build_version: Some("13.0".into()),
+                hip_build_version: None,
+            },
             device_count: 1,
             device: Some(DeviceInfo {
                 index: 0,
@@ -385,11 +329,9 @@ mod tests {
             "{}",
             report.text()
         );
-        let env = MeasurementEnvironment::from_worker(&worker, None).unwrap();
-        assert_eq!(env.device, "cuda:0");
-        assert_eq!(env.runtime.language, "Rust");
-        let mut missing = worker.clone();
-        missing.device = None;
-        assert!(MeasurementEnvironment::from_worker(&missing, None).is_none());
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["torch_version"], "2.11.0");
+        assert_eq!(json["cuda_build_version"], "13.0");
+        assert_eq!(json["hip_build_version"], serde_json::Value::Null);
     }
 }

@@ -1,4 +1,5 @@
-//! The two kinds of failure `lab` reports, and the exit code of each.
+//! The kinds of failure `lab` reports, and the exit code of each (2: bad input or a missing
+//! prerequisite; 1: the work failed).
 
 /// A failure that ends a `lab` command.
 ///
@@ -13,6 +14,11 @@ pub enum Error {
     /// Exit code 1; nothing was written.
     #[error("{0}")]
     Runtime(String),
+    /// The GPU ran out of memory during a measurement: a runtime failure (exit code 1) that
+    /// the worker reports as its own kind (`out_of_memory`), so that `lab sweep` can take it
+    /// as a result (the limit) rather than a failure, without reading any message text.
+    #[error("{0}")]
+    OutOfMemory(String),
 }
 
 impl Error {
@@ -26,11 +32,17 @@ impl Error {
         Error::Runtime(message.into())
     }
 
-    /// The process exit code for this failure: 2 for [`Error::Usage`], 1 for [`Error::Runtime`].
+    /// Builds a [`Error::OutOfMemory`] from anything printable.
+    pub fn out_of_memory(message: impl Into<String>) -> Self {
+        Error::OutOfMemory(message.into())
+    }
+
+    /// The process exit code for this failure: 2 for [`Error::Usage`], 1 for
+    /// [`Error::Runtime`] and [`Error::OutOfMemory`].
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) => 2,
-            Error::Runtime(_) => 1,
+            Error::Runtime(_) | Error::OutOfMemory(_) => 1,
         }
     }
 }

@@ -1,8 +1,8 @@
-//! The bounded GPU measurement of SPEC §4, without libtorch: flag validation, the analytic
-//! numbers of the synthetic model, the measurement document (schema
-//! `iteragpu-lab/measurement/v1`, `lab/schema/measurement.schema.json`), its atomic writing
-//! (through [`crate::output`]), and the human summary. The GPU work itself runs in the `lab-torch-worker` child process
-//! (see [`crate::worker`]); this module never links libtorch, so CI tests it without a GPU.
+//! The bounded GPU measurement (`docs/PROTOCOL.md §4`), without libtorch: flag validation,
+//! one measurement run through the worker ([`run`], used by `lab measure` and by every point of
+//! `lab sweep`), and the human summary. The GPU work itself runs in the `lab-torch-worker`
+//! child process (see [`crate::worker`]); this module never links libtorch, so CI tests it
+//! without a GPU. The document it returns is [`crate::document`]'s.
 //!
 //! Memory counters are the PyTorch CUDA caching allocator's, for this process and the chosen
 //! GPU only (PyTorch docs, "CUDA semantics → Memory management", `torch.cuda.memory_stats`):
@@ -10,23 +10,16 @@
 //! from the driver (cudaMalloc), allocated included. Peaks are separate maxima since the last
 //! `reset_peak_memory_stats`: never subtract one from the other.
 
-use crate::environment::MeasurementEnvironment;
+use crate::document::{
+    self, median, Configuration, Document, Dtype, MeasurementEnvironment, Phase, PhaseRow,
+    SyntheticModel, Tool,
+};
 use crate::units::mib;
+use crate::worker::{self, WorkerEnvironment, WorkerReply, WorkerRequest};
 use crate::{Error, Result};
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
-
-/// The `schema` value of every measurement document.
-pub const SCHEMA_ID: &str = "iteragpu-lab/measurement/v1";
-
-/// The `tool.name` value of every measurement document.
-pub const TOOL_NAME: &str = "iteragpu-lab";
-
-/// Granularity of the caching allocator's blocks, in bytes: every tensor's storage is rounded
-/// up to a multiple of 512 (PyTorch `c10/cuda/CUDACachingAllocator.cpp`, `kMinBlockSize`).
-pub const ALLOCATOR_BLOCK_BYTES: u64 = 512;
 
 /// Median GPU time per forward (seconds) under which a warm forward is flagged launch-bound:
 /// the CUDA events then mostly time the GPU waiting for the host's kernel launches, not the
@@ -36,36 +29,7 @@ pub const ALLOCATOR_BLOCK_BYTES: u64 = 512;
 /// (2x128x1024 float32) 178–189 µs against a 164 µs replay.
 pub const LAUNCH_BOUND_GPU_SECONDS: f64 = 100e-6;
 
-/// Element type of weights and input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dtype {
-    /// IEEE 754 single precision, 4 bytes.
-    Float32,
-    /// IEEE 754 half precision, 2 bytes.
-    Float16,
-    /// bfloat16 (8-bit exponent, 7-bit mantissa), 2 bytes.
-    Bfloat16,
-}
-
 impl Dtype {
-    /// The name used on the command line and in the document (`float32`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::Float32 => "float32",
-            Dtype::Float16 => "float16",
-            Dtype::Bfloat16 => "bfloat16",
-        }
-    }
-
-    /// Bytes per element.
-    pub fn bytes(self) -> u64 {
-        match self {
-            Dtype::Float32 => 4,
-            Dtype::Float16 | Dtype::Bfloat16 => 2,
-        }
-    }
-
     /// Parses `float32`, `float16` or `bfloat16`; anything else is a usage error (exit 2).
     pub fn parse(text: &str) -> Result<Self> {
         match text.trim() {
@@ -133,27 +97,6 @@ pub fn parse_count(name: &str, text: &str, minimum: u64, maximum: u64) -> Result
     }
 }
 
-/// What the user asked to measure (`configuration` in the document).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Configuration {
-    /// The GPU, `cuda:N`.
-    pub device: String,
-    /// Batch size (sequences), >= 1.
-    pub batch: u64,
-    /// Positions per sequence, >= 1 (no attention, no KV cache).
-    pub context: u64,
-    /// Model width; hidden = 4 × width.
-    pub width: u64,
-    /// Element type of weights and input.
-    pub dtype: Dtype,
-    /// Warm-up passes, measured together as one row; may be 0.
-    pub warmup: u64,
-    /// Measured warm passes, one row each, >= 1.
-    pub repeats: u64,
-    /// Seed of the weights (CPU generator) and the input (GPU generator).
-    pub seed: u64,
-}
-
 /// Largest batch × context × 4·width element count accepted: libtorch sizes are signed 64-bit.
 const MAX_ELEMENTS: u64 = i64::MAX as u64 / 8;
 
@@ -217,231 +160,88 @@ impl Configuration {
     }
 }
 
-/// The autograd mode of every forward, recorded as `synthetic_model.autograd`. Inference mode
-/// is PyTorch's recommended mode for code that never needs gradients ("Inference Mode",
-/// https://docs.pytorch.org/docs/stable/notes/autograd.html#inference-mode).
-pub const AUTOGRAD_MODE: &str = "inference_mode";
-
-/// Analytic sizes of the synthetic MLP `Linear(width → 4·width) → GELU(erf) → Linear(4·width →
-/// width)`, both with bias (`synthetic_model` in the document). Nothing here is measured.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SyntheticModel {
-    /// Human-readable layer list.
-    pub architecture: String,
-    /// Autograd mode the forwards run under: `"inference_mode"` (`c10::InferenceMode` in Rust,
-    /// `torch.inference_mode()` in Python: no gradients, no autograd bookkeeping). `None` in
-    /// documents written before the field existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub autograd: Option<String>,
-    /// Model width.
-    pub width: u64,
-    /// Hidden width = 4 × width.
-    pub hidden: u64,
-    /// Weights and biases: width·hidden + hidden + hidden·width + width.
-    pub parameters: u64,
-    /// Bytes per element of the chosen dtype (4 or 2).
-    pub dtype_bytes: u64,
-    /// parameters × dtype_bytes.
-    pub parameter_bytes: u64,
-    /// batch × context × width × dtype_bytes.
-    pub input_bytes: u64,
-    /// Output of one forward, same shape as the input, in bytes.
-    pub output_bytes: u64,
-    /// Floating-point operations of one forward: 2 × tokens × (width·hidden + hidden·width),
-    /// the two matrix products only (a multiply-add counts 2; biases and GELU left out).
-    pub flops_per_forward: u64,
-}
-
-impl SyntheticModel {
-    /// The analytic numbers for a configuration; `None` on 64-bit overflow.
-    pub fn new(batch: u64, context: u64, width: u64, dtype: Dtype) -> Option<Self> {
-        let hidden = width.checked_mul(4)?;
-        let matrix = width.checked_mul(hidden)?;
-        let parameters = matrix
-            .checked_mul(2)?
-            .checked_add(hidden)?
-            .checked_add(width)?;
-        let dtype_bytes = dtype.bytes();
-        let tokens = batch.checked_mul(context)?;
-        let io_bytes = tokens.checked_mul(width)?.checked_mul(dtype_bytes)?;
-        Some(SyntheticModel {
-            architecture: format!(
-                "Linear({width}->{hidden}, bias) -> GELU(erf) -> Linear({hidden}->{width}, bias)"
-            ),
-            autograd: Some(AUTOGRAD_MODE.to_owned()),
-            width,
-            hidden,
-            parameters,
-            dtype_bytes,
-            parameter_bytes: parameters.checked_mul(dtype_bytes)?,
-            input_bytes: io_bytes,
-            output_bytes: io_bytes,
-            flops_per_forward: tokens.checked_mul(matrix.checked_mul(2)?)?.checked_mul(2)?,
-        })
-    }
-
-    /// Tokens (batch × context) implied by `input_bytes`.
-    fn tokens(&self) -> u64 {
-        self.input_bytes / self.width.saturating_mul(self.dtype_bytes).max(1)
-    }
-
-    /// Bytes the allocator is predicted to hand out for the weights: each of the four tensors
-    /// (weight 1, bias 1, weight 2, bias 2) rounded up to [`ALLOCATOR_BLOCK_BYTES`].
-    ///
-    /// The `predicted_*` methods saturate at `u64::MAX`: `lab report` calls them on sizes read
-    /// from a document, which may be absurd, and must not panic or wrap.
-    pub fn predicted_weight_allocation(&self) -> u64 {
-        let b = self.dtype_bytes;
-        let matrix = self.width.saturating_mul(self.hidden).saturating_mul(b);
-        [
-            matrix,
-            self.hidden.saturating_mul(b),
-            matrix,
-            self.width.saturating_mul(b),
-        ]
-        .into_iter()
-        .map(round_to_block)
-        .fold(0, u64::saturating_add)
-    }
-
-    /// Bytes predicted for the input (one tensor, rounded up to a block).
-    pub fn predicted_input_allocation(&self) -> u64 {
-        round_to_block(self.input_bytes)
-    }
-
-    /// Bytes predicted for one output (one tensor, rounded up to a block).
-    pub fn predicted_output_allocation(&self) -> u64 {
-        round_to_block(self.output_bytes)
-    }
-
-    /// Predicted peak extra bytes of one forward over its baseline, cuBLAS workspace left out:
-    /// the hidden activation and its GELU coexist (2 × tokens × hidden), then the GELU output
-    /// and the output coexist; the larger of the two.
-    pub fn predicted_forward_peak_extra(&self) -> u64 {
-        let hidden_act = round_to_block(
-            self.tokens()
-                .saturating_mul(self.hidden)
-                .saturating_mul(self.dtype_bytes),
-        );
-        hidden_act
-            .saturating_mul(2)
-            .max(hidden_act.saturating_add(self.predicted_output_allocation()))
-    }
-}
-
-/// `bytes` rounded up to the allocator's 512-byte block size (`u64::MAX` when that overflows).
-pub fn round_to_block(bytes: u64) -> u64 {
-    bytes
-        .div_ceil(ALLOCATOR_BLOCK_BYTES)
-        .saturating_mul(ALLOCATOR_BLOCK_BYTES)
-}
-
-/// One row of `phases`: one protocol step (SPEC §4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseRow {
-    /// A phase name: one of [`crate::report::Phase`]'s, `model_load` ... `warm_forward`.
-    pub phase: String,
-    /// 1-based index for `warm_forward`, `None` (JSON null) for the other phases.
-    pub repetition: Option<u64>,
-    /// Forward passes run inside the step (0 for model_load and inputs).
-    pub forward_passes: u64,
-    /// Host clock around the whole step (synchronize, counter reads, work, synchronize), s.
-    pub wall_seconds: f64,
-    /// Time between two CUDA events recorded on the current stream around the work, s;
-    /// `None` where not measured. Includes the GPU waiting for the host's launches.
-    pub gpu_seconds: Option<f64>,
-    /// Allocated bytes after the first synchronize, before the work.
-    pub baseline_allocated_bytes: u64,
-    /// Reserved bytes after the first synchronize, before the work.
-    pub baseline_reserved_bytes: u64,
-    /// Allocated bytes after the final synchronize (the step's result still alive).
-    pub end_allocated_bytes: u64,
-    /// Reserved bytes after the final synchronize.
-    pub end_reserved_bytes: u64,
-    /// Highest allocated bytes during the step (peak reset at its start).
-    pub peak_allocated_bytes: u64,
-    /// Highest reserved bytes during the step (peak reset at its start).
-    pub peak_reserved_bytes: u64,
-}
-
-/// `tool` in the document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tool {
-    /// Always [`TOOL_NAME`].
-    pub name: String,
-    /// The crate version of `lab`.
-    pub version: String,
-    /// `rust` for `lab`, `python` for `mesure_memoire.py`.
-    pub implementation: String,
-}
-
-impl Tool {
-    /// The `tool` object written by `lab`.
-    pub fn rust() -> Self {
-        Tool {
-            name: TOOL_NAME.to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            implementation: "rust".to_owned(),
-        }
-    }
-}
-
-/// A whole measurement document (schema `iteragpu-lab/measurement/v1`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Document {
-    /// Always [`SCHEMA_ID`].
-    pub schema: String,
-    /// Who wrote it.
-    pub tool: Tool,
-    /// UTC time the measurement started, `YYYY-MM-DDTHH:MM:SSZ`.
-    pub created_utc: String,
-    /// Software and GPU the numbers come from.
-    pub environment: MeasurementEnvironment,
-    /// What was asked.
-    pub configuration: Configuration,
-    /// Analytic sizes of the model.
-    pub synthetic_model: SyntheticModel,
-    /// One row per step, in order.
-    pub phases: Vec<PhaseRow>,
-}
-
-/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn utc_now() -> String {
-    let format =
-        time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    time::OffsetDateTime::now_utc()
-        .format(&format)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
-}
-
-/// Writes `document` as pretty JSON (final newline) to the new file `path`, atomically and
-/// never over an existing file ([`crate::output::write_new`]).
+/// Measures `configuration` on its GPU through a fresh `worker` process (the path of a
+/// `lab-torch-worker`, see [`worker::locate`]) and returns the whole document, checked
+/// ([`document::check`]) but not written. `lab measure` and every point of `lab sweep` go
+/// through here.
 ///
 /// # Errors
-/// As [`crate::output::write_new`]: usage (exit 2) when `path` exists or its folder does not,
-/// runtime (exit 1) when writing fails; no file is left behind.
-pub fn write_new_document(path: &Path, document: &Document) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(document)
-        .map_err(|e| Error::runtime(format!("cannot encode the measurement: {e}")))?;
-    text.push('\n');
-    crate::output::write_new(path, text.as_bytes())
+/// - [`Error::Usage`] (exit 2): sizes too large, no worker that starts, no loadable libtorch,
+///   no such GPU; nothing was measured.
+/// - [`Error::OutOfMemory`] (exit 1): the worker reported its `out_of_memory` kind.
+/// - [`Error::Runtime`] (exit 1): any other failure during the run, a worker that ended
+///   without an answer or gave an unreadable or invalid one.
+pub fn run(configuration: &Configuration, worker: &Path) -> Result<Document> {
+    let synthetic_model = configuration.sizes()?;
+    let index = configuration.device_index()?;
+    let created_utc = document::utc_now();
+    let request = WorkerRequest::Measure {
+        configuration: configuration.clone(),
+    };
+    let reply = worker::call(worker, &request).map_err(|u| Error::usage(u.message()))??;
+    let measured = match reply {
+        WorkerReply::Measurement(m) => m,
+        WorkerReply::Error(e) => return Err(e.into_error()),
+        WorkerReply::Environment(_) => {
+            return Err(Error::runtime(
+                "the GPU worker answered another question; no file was written",
+            ))
+        }
+    };
+    let environment = environment_of(
+        &measured.environment,
+        index,
+        crate::environment::query_driver(),
+    )?;
+    let document = Document {
+        schema: document::SCHEMA_ID.to_owned(),
+        tool: Tool::rust(),
+        created_utc,
+        environment,
+        configuration: configuration.clone(),
+        synthetic_model,
+        phases: measured.phases,
+    };
+    document::check(&document).map_err(|e| {
+        Error::runtime(format!(
+            "the GPU worker's rows are not a valid measurement ({e}); no file was written"
+        ))
+    })?;
+    Ok(document)
 }
 
-/// Median of `values` (mean of the two middle values for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    if sorted.is_empty() {
-        return None;
+/// The document's environment from the worker's report of GPU `index`.
+///
+/// # Errors
+/// [`Error::Runtime`] when the worker described no GPU or another one than asked.
+fn environment_of(
+    worker: &WorkerEnvironment,
+    index: u32,
+    driver: Option<document::Driver>,
+) -> Result<MeasurementEnvironment> {
+    let d = worker
+        .device
+        .as_ref()
+        .ok_or_else(|| Error::runtime("the GPU worker reported no device; no file was written"))?;
+    if d.index != index {
+        return Err(Error::runtime(format!(
+            "the GPU worker measured cuda:{} instead of cuda:{index}; no file was written",
+            d.index
+        )));
     }
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len().is_multiple_of(2) {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    } else {
-        sorted[mid]
+    Ok(MeasurementEnvironment {
+        runtime: document::Runtime::rust(),
+        libtorch: worker.libtorch.clone(),
+        device: format!("cuda:{}", d.index),
+        device_name: d.name.clone(),
+        compute_capability: d.compute_capability.clone(),
+        total_memory_bytes: d.total_memory_bytes,
+        multiprocessor_count: d.multiprocessor_count,
+        device_count: worker.device_count,
+        tf32_matmul_allowed: worker.tf32_matmul_allowed.unwrap_or(false),
+        driver,
     })
 }
-
 /// Summary numbers of the warm forwards of a document, used by the human summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WarmSummary {
@@ -464,7 +264,7 @@ pub fn warm_summary(document: &Document) -> Option<WarmSummary> {
     let rows: Vec<&PhaseRow> = document
         .phases
         .iter()
-        .filter(|r| r.phase == "warm_forward")
+        .filter(|r| r.phase == Phase::WarmForward)
         .collect();
     let walls: Vec<f64> = rows.iter().map(|r| r.wall_seconds).collect();
     let gpus: Vec<f64> = rows.iter().filter_map(|r| r.gpu_seconds).collect();
@@ -546,7 +346,7 @@ pub fn summary_text(document: &Document) -> String {
     }
     let m = &document.synthetic_model;
     let _ = writeln!(out, "predicted (analytic) vs measured (allocated bytes):");
-    let find = |name: &str| document.phases.iter().find(|r| r.phase == name);
+    let find = |phase: Phase| document.first_row(phase);
     let mut compare = |label: &str, predicted: u64, measured: Option<i128>| {
         let measured = measured
             .map(|v| v.to_string())
@@ -560,14 +360,16 @@ pub fn summary_text(document: &Document) -> String {
     compare(
         "weights (model_load end - base)",
         m.predicted_weight_allocation(),
-        find("model_load").map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::ModelLoad)
+            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
     );
     compare(
         "input (inputs end - base)",
         m.predicted_input_allocation(),
-        find("inputs").map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::Inputs)
+            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
     );
-    let warm = find("warm_forward");
+    let warm = find(Phase::WarmForward);
     compare(
         "output (warm_forward end - base)",
         m.predicted_output_allocation(),
@@ -578,7 +380,7 @@ pub fn summary_text(document: &Document) -> String {
         m.predicted_forward_peak_extra(),
         warm.map(|r| signed_delta(r.peak_allocated_bytes, r.baseline_allocated_bytes)),
     );
-    if let Some(cold) = find("cold_forward") {
+    if let Some(cold) = find(Phase::ColdForward) {
         // Exact and signed: the cold forward may end below the prediction.
         let extra = Decimal::from(cold.end_allocated_bytes)
             - Decimal::from(cold.baseline_allocated_bytes)
@@ -628,59 +430,6 @@ pub fn summary_text(document: &Document) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn small_model_numbers() {
-        let m = SyntheticModel::new(1, 16, 64, Dtype::Float32).unwrap();
-        assert_eq!(m.hidden, 256);
-        assert_eq!(m.parameters, 64 * 256 + 256 + 256 * 64 + 64);
-        assert_eq!(m.parameters, 33_088);
-        assert_eq!(m.autograd.as_deref(), Some("inference_mode"));
-        assert_eq!(m.parameter_bytes, 132_352);
-        assert_eq!(m.input_bytes, 4_096);
-        assert_eq!(m.output_bytes, 4_096);
-        assert_eq!(m.flops_per_forward, 2 * 16 * (64 * 256 * 2));
-        assert_eq!(m.flops_per_forward, 1_048_576);
-        assert_eq!(
-            m.architecture,
-            "Linear(64->256, bias) -> GELU(erf) -> Linear(256->64, bias)"
-        );
-    }
-
-    #[test]
-    fn large_model_numbers() {
-        let m = SyntheticModel::new(2, 128, 1024, Dtype::Bfloat16).unwrap();
-        assert_eq!(m.hidden, 4096);
-        assert_eq!(m.parameters, 8_393_728);
-        assert_eq!(m.dtype_bytes, 2);
-        assert_eq!(m.parameter_bytes, 16_787_456);
-        assert_eq!(m.input_bytes, 2 * 128 * 1024 * 2);
-        assert_eq!(m.flops_per_forward, 2 * 256 * 2 * 1024 * 4096);
-        assert_eq!(m.flops_per_forward, 4_294_967_296);
-    }
-
-    #[test]
-    fn predicted_allocations_round_to_blocks() {
-        let m = SyntheticModel::new(1, 16, 64, Dtype::Float32).unwrap();
-        // 65536 + 1024 + 65536 + 256 -> 256 rounds up to 512.
-        assert_eq!(
-            m.predicted_weight_allocation(),
-            65_536 + 1_024 + 65_536 + 512
-        );
-        assert_eq!(m.predicted_input_allocation(), 4_096);
-        // hidden activation 16 × 256 × 4 = 16384; twice that beats 16384 + 4096.
-        assert_eq!(m.predicted_forward_peak_extra(), 32_768);
-        assert_eq!(round_to_block(1), 512);
-        assert_eq!(round_to_block(512), 512);
-        assert_eq!(round_to_block(0), 0);
-        assert_eq!(round_to_block(u64::MAX), u64::MAX);
-    }
-
-    #[test]
-    fn overflow_is_none() {
-        assert!(SyntheticModel::new(u64::MAX, 2, 2, Dtype::Float32).is_none());
-        assert!(SyntheticModel::new(1, 1, u64::MAX / 2, Dtype::Float32).is_none());
-    }
 
     #[test]
     fn devices() {
@@ -736,8 +485,8 @@ mod tests {
 
     #[test]
     fn summary_shows_exact_mib() {
-        let json = crate::report::tests::sample_json(64, 4);
-        let document = crate::report::parse_document(json.as_bytes()).unwrap();
+        let json = crate::document::tests::sample_json(64, 4);
+        let document = document::parse(json.as_bytes()).unwrap();
         let text = summary_text(&document);
         // 65,536 + 1,024 + 65,536 + 512 = 132,608 B = 0.12646... MiB
         assert!(
@@ -745,12 +494,5 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("left 0 B (0.000 MiB)"), "{text}");
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 }

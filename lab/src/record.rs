@@ -18,7 +18,7 @@
 //!   removes only the partial row: the existing rows are never rewritten.
 
 use crate::catalog::Catalog;
-use crate::report::{read_measurement, LoadedMeasurement};
+use crate::document::{read as read_measurement, LoadedMeasurement};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -324,7 +324,7 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
 
     let date_utc = input
         .date_utc
-        .map_or_else(crate::measure::utc_now, str::to_string);
+        .map_or_else(crate::document::utc_now, str::to_string);
     let values: Vec<String> = vec![
         run_id,
         date_utc,

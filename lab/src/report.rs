@@ -1,10 +1,8 @@
 //! Reading measurement documents back: tables per phase, the analytic prediction, Markdown and
 //! an SVG chart.
 //!
-//! A measurement document is the JSON file written by `lab measure` and by
-//! `mesure_memoire.py measure` (schema `iteragpu-lab/measurement/v1`,
-//! `lab/schema/measurement.schema.json`), read into the same [`Document`] type `lab measure`
-//! writes (unknown fields are ignored, so documents that gained fields still read).
+//! The documents are read by [`crate::document::read`] (the one reader, shared with `lab
+//! record`); this module only renders them.
 //!
 //! The prediction ([`predict`]) is `lab measure`'s own ([`SyntheticModel`]'s
 //! `predicted_*` methods: tensors rounded to the allocator's 512-byte blocks, cuBLAS workspace
@@ -12,162 +10,13 @@
 //! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
 
-use crate::digest::sha256_hex;
-use crate::measure::{median, Configuration, Document, PhaseRow, SyntheticModel, SCHEMA_ID};
+use crate::document::{
+    Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
+};
 use crate::units::{gib, mib};
 use crate::{Error, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-
-/// Largest measurement file `lab` reads (a document is a few kilobytes; this guards against
-/// being pointed at a huge unrelated file).
-pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The five phases of the protocol, in the order they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Build and initialise the model on the CPU, move it to the GPU.
-    ModelLoad,
-    /// Create the synthetic input on the GPU.
-    Inputs,
-    /// First forward pass.
-    ColdForward,
-    /// All warm-up passes together.
-    Warmup,
-    /// One timed forward pass after warm-up (one row per repetition).
-    WarmForward,
-}
-
-impl Phase {
-    /// All phases in protocol order.
-    pub const ALL: [Phase; 5] = [
-        Phase::ModelLoad,
-        Phase::Inputs,
-        Phase::ColdForward,
-        Phase::Warmup,
-        Phase::WarmForward,
-    ];
-
-    /// The name used in the document (`model_load`, ..., `warm_forward`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::ModelLoad => "model_load",
-            Phase::Inputs => "inputs",
-            Phase::ColdForward => "cold_forward",
-            Phase::Warmup => "warmup",
-            Phase::WarmForward => "warm_forward",
-        }
-    }
-
-    /// Whether the phase runs forward passes (and so ends with an output tensor alive).
-    pub fn is_forward(self) -> bool {
-        matches!(
-            self,
-            Phase::ColdForward | Phase::Warmup | Phase::WarmForward
-        )
-    }
-
-    /// The phase of a document name; `None` for an unknown name.
-    pub fn from_name(name: &str) -> Option<Phase> {
-        Phase::ALL.into_iter().find(|p| p.as_str() == name)
-    }
-}
-
-/// Checks what the types alone cannot: the schema id, every phase present, repetitions
-/// numbered only on `warm_forward` rows, finite non-negative times.
-pub fn check_document(document: &Document) -> std::result::Result<(), String> {
-    if document.schema != SCHEMA_ID {
-        return Err(format!(
-            "schema is {:?}, expected {SCHEMA_ID:?}",
-            document.schema
-        ));
-    }
-    for (index, row) in document.phases.iter().enumerate() {
-        let phase = Phase::from_name(&row.phase)
-            .ok_or_else(|| format!("phases[{index}]: unknown phase {:?}", row.phase))?;
-        let repetition_ok = match phase {
-            Phase::WarmForward => matches!(row.repetition, Some(r) if r >= 1),
-            _ => row.repetition.is_none(),
-        };
-        if !repetition_ok {
-            return Err(format!(
-                "phases[{index}] ({}): bad repetition {:?}",
-                row.phase, row.repetition
-            ));
-        }
-        let times_ok = row.wall_seconds.is_finite()
-            && row.wall_seconds >= 0.0
-            && row.gpu_seconds.is_none_or(|g| g.is_finite() && g >= 0.0);
-        if !times_ok {
-            return Err(format!(
-                "phases[{index}] ({}): negative or non-finite time",
-                row.phase
-            ));
-        }
-    }
-    for phase in Phase::ALL {
-        if !document
-            .phases
-            .iter()
-            .any(|row| row.phase == phase.as_str())
-        {
-            return Err(format!("no `{}` phase row", phase.as_str()));
-        }
-    }
-    Ok(())
-}
-
-/// Parses and checks a document from its bytes (a UTF-8 BOM is tolerated); the error says
-/// what is wrong.
-pub fn parse_document(bytes: &[u8]) -> std::result::Result<Document, String> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let document: Document = serde_json::from_slice(bytes).map_err(|e| {
-        format!(
-            "not a measurement document ({e}); give a file written by `lab measure` or \
-                 `mesure_memoire.py measure`"
-        )
-    })?;
-    check_document(&document)?;
-    Ok(document)
-}
-
-/// Rows of one phase, in document order.
-pub fn rows_of(document: &Document, phase: Phase) -> impl Iterator<Item = &PhaseRow> {
-    document
-        .phases
-        .iter()
-        .filter(move |r| r.phase == phase.as_str())
-}
-
-/// Largest peak reserved over all phases, bytes.
-pub fn peak_reserved_bytes(document: &Document) -> u64 {
-    document
-        .phases
-        .iter()
-        .map(|r| r.peak_reserved_bytes)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Largest peak allocated over all phases, bytes.
-pub fn peak_allocated_bytes(document: &Document) -> u64 {
-    document
-        .phases
-        .iter()
-        .map(|r| r.peak_allocated_bytes)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Median wall time of the `warm_forward` rows, seconds (`None` without such rows).
-pub fn warm_forward_median_wall_seconds(document: &Document) -> Option<f64> {
-    let walls: Vec<f64> = rows_of(document, Phase::WarmForward)
-        .map(|r| r.wall_seconds)
-        .collect();
-    median(&walls)
-}
 
 /// A short label of the configuration: `rust float32 b1 c16 w64`.
 pub fn label(document: &Document) -> String {
@@ -180,60 +29,6 @@ pub fn label(document: &Document) -> String {
         c.context,
         c.width
     )
-}
-
-/// A measurement document read from a file, with the file's name and SHA-256.
-#[derive(Debug, Clone)]
-pub struct LoadedMeasurement {
-    /// The path as given.
-    pub path: PathBuf,
-    /// Lowercase hex SHA-256 of the file's exact bytes.
-    pub sha256: String,
-    /// The parsed document.
-    pub document: Document,
-}
-
-impl LoadedMeasurement {
-    /// The file name (last path component), lossily as UTF-8.
-    pub fn file_name(&self) -> String {
-        self.path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| self.path.display().to_string())
-    }
-}
-
-/// Reads, hashes and checks one measurement file.
-///
-/// # Errors
-/// [`Error::Runtime`] (exit 1) naming the file when it is missing or cannot be read;
-/// [`Error::Usage`] (exit 2) when the path is not a regular file, is too large, or is not a
-/// measurement document matching the schema.
-pub fn read_measurement(path: &Path) -> Result<LoadedMeasurement> {
-    let metadata = std::fs::metadata(path)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    if !metadata.is_file() {
-        return Err(Error::usage(format!(
-            "{} is not a file: give a measurement JSON file (written by lab measure)",
-            path.display()
-        )));
-    }
-    if metadata.len() > MAX_DOCUMENT_BYTES {
-        return Err(Error::usage(format!(
-            "{}: {} bytes is too large for a measurement document",
-            path.display(),
-            metadata.len()
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    let document =
-        parse_document(&bytes).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
-    Ok(LoadedMeasurement {
-        path: path.to_path_buf(),
-        sha256: sha256_hex(&bytes),
-        document,
-    })
 }
 
 /// The analytic prediction of allocated bytes for one phase row.
@@ -363,7 +158,7 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                 .flat_map(|(i, m)| {
                     let model = &m.document.synthetic_model;
                     let per_forward = model.flops_per_forward as f64;
-                    rows_of(&m.document, phase).map(move |r| {
+                    m.document.rows_of(phase).map(move |r| {
                         let prediction = predict(model, phase, r.baseline_allocated_bytes);
                         let flops =
                             (r.forward_passes > 0).then_some(per_forward * r.forward_passes as f64);
@@ -1013,73 +808,11 @@ mod chart {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A document shaped like `lab measure`'s output for batch 1, context 16, warmup 1,
-    /// repeats 2, with the given width and dtype, on an H200.
-    pub(crate) fn sample_json(width: u64, dtype_bytes: u64) -> String {
-        let hidden = 4 * width;
-        let parameters = 2 * width * hidden + hidden + width;
-        let input = 16 * width * dtype_bytes;
-        let p = parameters * dtype_bytes;
-        let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
-            format!(
-                r#"{{"phase":"{phase}","repetition":{},"forward_passes":{passes},"wall_seconds":0.001{rep_digit},
-"gpu_seconds":0.0005,"baseline_allocated_bytes":{base},"baseline_reserved_bytes":2097152,
-"end_allocated_bytes":{end},"end_reserved_bytes":2097152,"peak_allocated_bytes":{peak},
-"peak_reserved_bytes":2097152}}"#,
-                rep.map_or("null".to_string(), |r| r.to_string()),
-                rep_digit = rep.unwrap_or(0)
-            )
-        };
-        let phases = [
-            row("model_load", None, 0, 0, p, p),
-            row("inputs", None, 0, p, p + input, p + input),
-            row(
-                "cold_forward",
-                None,
-                1,
-                p + input,
-                p + 2 * input,
-                p + 6 * input,
-            ),
-            row("warmup", None, 1, p + input, p + 2 * input, p + 7 * input),
-            row(
-                "warm_forward",
-                Some(1),
-                1,
-                p + input,
-                p + 2 * input,
-                p + 6 * input,
-            ),
-            row(
-                "warm_forward",
-                Some(2),
-                1,
-                p + input,
-                p + 2 * input,
-                p + 6 * input,
-            ),
-        ]
-        .join(",");
-        let dtype = if dtype_bytes == 4 {
-            "float32"
-        } else {
-            "bfloat16"
-        };
-        format!(
-            r#"{{"schema":"iteragpu-lab/measurement/v1","tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"}},
-"created_utc":"2026-11-30T10:00:00Z",
-"environment":{{"runtime":{{"language":"Rust","version":"1.95"}},"torch_version":"2.11.0","cuda_build_version":"13.0","hip_build_version":null,
-"device":"cuda:0","device_name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,"device_count":1,"tf32_matmul_allowed":false}},
-"configuration":{{"device":"cuda:0","batch":1,"context":16,"width":{width},"dtype":"{dtype}","warmup":1,"repeats":2,"seed":0}},
-"synthetic_model":{{"architecture":"Linear-GELU-Linear","width":{width},"hidden":{hidden},"parameters":{parameters},"dtype_bytes":{dtype_bytes},
-"parameter_bytes":{p},"input_bytes":{input},"output_bytes":{input},"flops_per_forward":{}}},
-"phases":[{phases}]}}"#,
-            2 * 16 * 2 * width * hidden
-        )
-    }
+    use crate::document::parse as parse_document;
+    use crate::document::tests::sample_json;
+    use std::path::PathBuf;
 
     #[test]
     fn parses_and_predicts() {
@@ -1094,9 +827,9 @@ pub(crate) mod tests {
         let forward = predict(model, Phase::WarmForward, 10_000);
         assert_eq!(forward.end_allocated_bytes, 10_000 + 4_096);
         assert_eq!(forward.peak_allocated_bytes, 10_000 + 2 * 16 * 256 * 4);
-        assert_eq!(peak_reserved_bytes(&doc), 2_097_152);
-        assert_eq!(peak_allocated_bytes(&doc), 132_352 + 7 * 4096);
-        let median = warm_forward_median_wall_seconds(&doc).unwrap();
+        assert_eq!(doc.peak_reserved_bytes(), 2_097_152);
+        assert_eq!(doc.peak_allocated_bytes(), 132_352 + 7 * 4096);
+        let median = doc.warm_forward_median_wall_seconds().unwrap();
         assert!((median - 0.00115).abs() < 1e-12, "{median}");
         assert_eq!(label(&doc), "rust float32 b1 c16 w64");
     }
@@ -1115,45 +848,6 @@ pub(crate) mod tests {
         }
         let report = build_report(&loaded(vec![doc]));
         assert!(render_text(&report).contains("model_load"));
-    }
-
-    #[test]
-    fn rejects_bad_documents() {
-        let good = sample_json(64, 4);
-        let wrong_schema = good.replace("measurement/v1", "measurement/v0");
-        assert!(parse_document(wrong_schema.as_bytes())
-            .unwrap_err()
-            .contains("schema"));
-        let no_rep = good.replace(r#""repetition":1"#, r#""repetition":null"#);
-        assert!(parse_document(no_rep.as_bytes())
-            .unwrap_err()
-            .contains("repetition"));
-        let no_inputs = good.replace(r#""phase":"inputs""#, r#""phase":"model_load""#);
-        assert!(parse_document(no_inputs.as_bytes())
-            .unwrap_err()
-            .contains("inputs"));
-        let unknown = good.replace(r#""phase":"inputs""#, r#""phase":"input""#);
-        assert!(parse_document(unknown.as_bytes())
-            .unwrap_err()
-            .contains("unknown phase"));
-        let negative = good.replace(r#""wall_seconds":0.0010"#, r#""wall_seconds":-1"#);
-        assert!(parse_document(negative.as_bytes())
-            .unwrap_err()
-            .contains("time"));
-        assert!(parse_document(b"{}").is_err());
-        assert!(parse_document(b"\xff").is_err());
-        let bom = [b"\xEF\xBB\xBF".as_slice(), good.as_bytes()].concat();
-        assert!(parse_document(&bom).is_ok());
-    }
-
-    #[test]
-    fn sample_matches_schema() {
-        let schema: serde_json::Value =
-            serde_json::from_str(include_str!("../schema/measurement.schema.json")).unwrap();
-        let doc: serde_json::Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
-        let validator = jsonschema::validator_for(&schema).unwrap();
-        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{errors:?}");
     }
 
     fn loaded(docs: Vec<Document>) -> Vec<LoadedMeasurement> {

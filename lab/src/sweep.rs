@@ -3,21 +3,21 @@
 //! The search runs one fresh measurement per point: it doubles the value from `--from` until a
 //! point runs out of memory or `--to` is reached, then bisects between the largest value that
 //! fitted and the smallest that ran out of memory until they are at most `resolution` apart.
-//! The measurement itself is behind [`MeasurementRunner`]: [`ProcessRunner`] spawns
-//! `lab measure` (the one measurement path, through the torch worker) once per point; tests use
-//! a fake runner.
+//! The measurement itself is behind [`MeasurementRunner`]: [`WorkerRunner`] calls
+//! [`crate::measure::run`] (the one measurement path, which `lab measure` uses too) once per
+//! point, so every point runs in a fresh worker process; tests use a fake runner, or a fake
+//! worker through the binary. Out of memory is the worker's typed error
+//! ([`Error::OutOfMemory`]), never a message matched as text.
 //!
 //! A point that runs out of memory is a result, not a failure. Any other failure, or a stop
 //! request (Ctrl-C), ends the sweep and keeps the points already finished.
 
-use crate::measure::{Configuration, Document, Dtype, SyntheticModel};
-use crate::report::{self, LoadedMeasurement};
+use crate::digest::sha256_hex;
+use crate::document::{self, Configuration, Document};
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The measurement flag a sweep varies.
@@ -40,6 +40,17 @@ impl Dimension {
             Dimension::Batch => "batch",
             Dimension::Context => "context",
         }
+    }
+
+    /// `base` with this dimension set to `value`.
+    pub fn apply(self, base: &Configuration, value: u64) -> Configuration {
+        let mut configuration = base.clone();
+        match self {
+            Dimension::Width => configuration.width = value,
+            Dimension::Batch => configuration.batch = value,
+            Dimension::Context => configuration.context = value,
+        }
+        configuration
     }
 }
 
@@ -101,17 +112,15 @@ pub struct FittedPoint {
 }
 
 impl FittedPoint {
-    /// Builds the point's figures from its measurement document.
-    pub fn from_loaded(loaded: &LoadedMeasurement) -> Self {
+    /// The point's figures from its document, written to `file` with SHA-256 `sha256`.
+    pub fn new(file: PathBuf, sha256: String, document: &Document) -> Self {
         FittedPoint {
-            file: loaded.path.clone(),
-            sha256: loaded.sha256.clone(),
-            peak_allocated_bytes: report::peak_allocated_bytes(&loaded.document),
-            peak_reserved_bytes: report::peak_reserved_bytes(&loaded.document),
-            total_memory_bytes: loaded.document.environment.total_memory_bytes,
-            warm_forward_median_wall_seconds: report::warm_forward_median_wall_seconds(
-                &loaded.document,
-            ),
+            file,
+            sha256,
+            peak_allocated_bytes: document.peak_allocated_bytes(),
+            peak_reserved_bytes: document.peak_reserved_bytes(),
+            total_memory_bytes: document.environment.total_memory_bytes,
+            warm_forward_median_wall_seconds: document.warm_forward_median_wall_seconds(),
         }
     }
 
@@ -389,230 +398,48 @@ pub fn run_sweep(
     result
 }
 
-/// The fixed measurement flags of a sweep (the varied one is overridden per point).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MeasureFlags {
-    /// `--device`, e.g. `cuda:0`.
-    pub device: String,
-    /// `--batch`.
-    pub batch: u64,
-    /// `--context`.
-    pub context: u64,
-    /// `--width`.
-    pub width: u64,
-    /// `--dtype`.
-    pub dtype: String,
-    /// `--warmup`.
-    pub warmup: u64,
-    /// `--repeats`.
-    pub repeats: u64,
-    /// `--seed`, passed only when given.
-    pub seed: Option<u64>,
-    /// `--worker`, passed only when given.
-    pub worker: Option<PathBuf>,
-}
-
-impl MeasureFlags {
-    /// The flags with `dimension` set to `value`.
-    pub fn with(&self, dimension: Dimension, value: u64) -> MeasureFlags {
-        let mut flags = self.clone();
-        match dimension {
-            Dimension::Width => flags.width = value,
-            Dimension::Batch => flags.batch = value,
-            Dimension::Context => flags.context = value,
-        }
-        flags
-    }
-
-    /// `lab measure` arguments for these flags, writing to `output`.
-    pub fn measure_args(&self, output: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["measure".into()];
-        let mut push = |flag: &str, value: OsString| {
-            args.push(flag.into());
-            args.push(value);
-        };
-        push("--device", self.device.clone().into());
-        push("--batch", self.batch.to_string().into());
-        push("--context", self.context.to_string().into());
-        push("--width", self.width.to_string().into());
-        push("--dtype", self.dtype.clone().into());
-        push("--warmup", self.warmup.to_string().into());
-        push("--repeats", self.repeats.to_string().into());
-        if let Some(seed) = self.seed {
-            push("--seed", seed.to_string().into());
-        }
-        if let Some(worker) = &self.worker {
-            push("--worker", worker.clone().into_os_string());
-        }
-        push("--output", output.as_os_str().to_owned());
-        args
-    }
-}
-
 /// Name of a point's measurement file inside the sweep folder: `width-4096.json`.
 pub fn point_file_name(dimension: Dimension, value: u64) -> String {
     format!("{dimension}-{value}.json")
 }
 
-/// Runs each point as a fresh `lab measure` process (the program is normally the running `lab`
-/// binary itself), writing `DIR/<dimension>-<value>.json`.
+/// Runs each point through [`crate::measure::run`] (a fresh worker process per point) and
+/// writes its document to `DIR/<dimension>-<value>.json`.
 ///
-/// Exit 0 -> the file is read back and checked; exit 1 with "out of memory" in its message ->
-/// [`PointOutcome::OutOfMemory`]; exit 2 -> a usage error (missing worker, libtorch or GPU);
-/// anything else -> a runtime error.
+/// The worker's `out_of_memory` error ([`Error::OutOfMemory`]) ->
+/// [`PointOutcome::OutOfMemory`]; a usage error (missing worker, libtorch or GPU) is returned
+/// as it is; any other failure as a runtime error naming the point.
 #[derive(Debug, Clone)]
-pub struct ProcessRunner {
-    /// The `lab` executable to run `measure` with.
-    pub program: PathBuf,
-    /// The fixed flags.
-    pub flags: MeasureFlags,
+pub struct WorkerRunner {
+    /// The `lab-torch-worker` executable ([`crate::worker::locate`]).
+    pub worker: PathBuf,
+    /// The configuration of every point, the varied dimension aside.
+    pub base: Configuration,
     /// The varied dimension.
     pub dimension: Dimension,
     /// The (new) sweep folder.
     pub output_dir: PathBuf,
 }
 
-/// Whether a failure message reports an out-of-memory condition.
-pub fn is_out_of_memory(message: &str) -> bool {
-    message.to_ascii_lowercase().contains("out of memory")
-}
-
-fn last_line(text: &[u8]) -> String {
-    let text = String::from_utf8_lossy(text);
-    let line = text
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    line.strip_prefix("lab: error: ")
-        .unwrap_or(line)
-        .to_string()
-}
-
-impl MeasurementRunner for ProcessRunner {
+impl MeasurementRunner for WorkerRunner {
     fn measure(&mut self, value: u64) -> Result<PointOutcome> {
-        let output = self.output_dir.join(point_file_name(self.dimension, value));
-        let flags = self.flags.with(self.dimension, value);
-        let finished = Command::new(&self.program)
-            .args(flags.measure_args(&output))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| {
-                Error::usage(format!(
-                    "cannot start {} measure: {e}",
-                    self.program.display()
-                ))
-            })?;
+        let configuration = self.dimension.apply(&self.base, value);
         let point = format!("{}={value}", self.dimension);
-        match finished.status.code() {
-            Some(0) => {
-                let loaded = report::read_measurement(&output)
-                    .map_err(|e| Error::runtime(format!("{point}: measure succeeded but {e}")))?;
-                if let Err(mismatch) = check_point_document(&loaded.document, &flags) {
-                    return Err(Error::runtime(format!(
-                        "{point}: {} does not describe the requested point: {mismatch}",
-                        output.display()
-                    )));
-                }
-                Ok(PointOutcome::Fitted(FittedPoint::from_loaded(&loaded)))
+        let document = match crate::measure::run(&configuration, &self.worker) {
+            Ok(document) => document,
+            Err(Error::OutOfMemory(message)) => return Ok(PointOutcome::OutOfMemory { message }),
+            Err(Error::Runtime(message)) => {
+                return Err(Error::runtime(format!("{point}: {message}")))
             }
-            Some(code) => {
-                let message = last_line(&finished.stderr);
-                if code == 1 && is_out_of_memory(&message) {
-                    Ok(PointOutcome::OutOfMemory { message })
-                } else if code == 2 {
-                    Err(Error::usage(message))
-                } else {
-                    Err(Error::runtime(format!(
-                        "{point}: lab measure exited with {code}: {message}"
-                    )))
-                }
-            }
-            None => Err(Error::runtime(format!(
-                "{point}: lab measure was stopped by a signal"
-            ))),
-        }
-    }
-}
-
-/// Checks that a point's measurement document describes exactly the requested point: every
-/// field of `configuration` (device, batch, context, width, dtype, warmup, repeats and, when
-/// given, seed) and the sizes of `synthetic_model` (those [`SyntheticModel::new`] computes for
-/// the requested batch, context, width and dtype; the architecture text is not compared).
-///
-/// # Errors
-/// The differences, as `field = found (requested expected)`, joined with `; `.
-pub fn check_point_document(
-    document: &Document,
-    expected: &MeasureFlags,
-) -> std::result::Result<(), String> {
-    let c = &document.configuration;
-    let mut wrong: Vec<String> = Vec::new();
-    // The flags were validated before the sweep started; an unknown name is still reported.
-    let dtype = Dtype::parse(&expected.dtype).unwrap_or_else(|_| {
-        wrong.push(format!(
-            "configuration.dtype = {} (requested {})",
-            c.dtype.name(),
-            expected.dtype
-        ));
-        c.dtype
-    });
-    let wanted = Configuration {
-        device: expected.device.clone(),
-        batch: expected.batch,
-        context: expected.context,
-        width: expected.width,
-        dtype,
-        warmup: expected.warmup,
-        repeats: expected.repeats,
-        seed: expected.seed.unwrap_or(c.seed),
-    };
-    differences("configuration", c, &wanted, &[], &mut wrong);
-    match SyntheticModel::new(expected.batch, expected.context, expected.width, dtype) {
-        Some(model) => differences(
-            "synthetic_model",
-            &document.synthetic_model,
-            &model,
-            &["architecture", "autograd"],
-            &mut wrong,
-        ),
-        None => wrong.push("the requested sizes overflow 64 bits".to_owned()),
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(wrong.join("; "))
-    }
-}
-
-/// Appends `prefix.field = found (requested wanted)` for every field (in name order) that
-/// differs between two records of one type, skipping the `ignored` fields.
-fn differences<T: Serialize>(
-    prefix: &str,
-    found: &T,
-    wanted: &T,
-    ignored: &[&str],
-    wrong: &mut Vec<String>,
-) {
-    let (Ok(serde_json::Value::Object(found)), Ok(serde_json::Value::Object(wanted))) =
-        (serde_json::to_value(found), serde_json::to_value(wanted))
-    else {
-        wrong.push(format!("{prefix} cannot be compared"));
-        return;
-    };
-    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-    for (field, want) in &wanted {
-        let got = found.get(field).unwrap_or(&serde_json::Value::Null);
-        if got != want && !ignored.contains(&field.as_str()) {
-            wrong.push(format!(
-                "{prefix}.{field} = {} (requested {})",
-                text(got),
-                text(want)
-            ));
-        }
+            Err(error) => return Err(error),
+        };
+        let file = self.output_dir.join(point_file_name(self.dimension, value));
+        let bytes = document::write_new(&file, &document)?;
+        Ok(PointOutcome::Fitted(FittedPoint::new(
+            file,
+            sha256_hex(&bytes),
+            &document,
+        )))
     }
 }
 
@@ -642,12 +469,12 @@ pub const SUMMARY_HEADER: [&str; 17] = [
 
 /// The summary CSV: one row per finished point, sorted by value, then one row for the point a
 /// stopped sweep did not finish (if any); see [`SUMMARY_HEADER`].
-pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>> {
+pub fn summary_csv(result: &SweepResult, base: &Configuration) -> Result<Vec<u8>> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     let csv_error = |e: csv::Error| Error::runtime(format!("cannot write the summary: {e}"));
     writer.write_record(SUMMARY_HEADER).map_err(csv_error)?;
     for point in result.points_by_value() {
-        let config = flags.with(result.dimension, point.value);
+        let config = result.dimension.apply(base, point.value);
         let mut record = vec![
             point.step.to_string(),
             result.dimension.to_string(),
@@ -655,7 +482,7 @@ pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>
             config.batch.to_string(),
             config.context.to_string(),
             config.width.to_string(),
-            config.dtype.clone(),
+            config.dtype.name().to_string(),
         ];
         match &point.outcome {
             PointOutcome::Fitted(f) => record.extend([
@@ -689,7 +516,7 @@ pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>
         writer.write_record(&record).map_err(csv_error)?;
     }
     if let Some(value) = result.end.stopped_at() {
-        let config = flags.with(result.dimension, value);
+        let config = result.dimension.apply(base, value);
         let mut record = vec![
             (result.points.len() + 1).to_string(),
             result.dimension.to_string(),
@@ -697,7 +524,7 @@ pub fn summary_csv(result: &SweepResult, flags: &MeasureFlags) -> Result<Vec<u8>
             config.batch.to_string(),
             config.context.to_string(),
             config.width.to_string(),
-            config.dtype.clone(),
+            config.dtype.name().to_string(),
             result.end.as_str().to_string(),
         ];
         record.extend(std::iter::repeat_n(String::new(), 7));
@@ -759,6 +586,7 @@ mod tests {
                     return Err(match error {
                         Error::Usage(m) => Error::usage(m.clone()),
                         Error::Runtime(m) => Error::runtime(m.clone()),
+                        Error::OutOfMemory(m) => Error::out_of_memory(m.clone()),
                     });
                 }
             }
@@ -930,17 +758,16 @@ mod tests {
         assert!(Bounds::new(4, 4, 1).is_ok());
     }
 
-    fn flags() -> MeasureFlags {
-        MeasureFlags {
+    fn flags() -> Configuration {
+        Configuration {
             device: "cuda:0".into(),
             batch: 1,
             context: 16,
             width: 64,
-            dtype: "float32".into(),
+            dtype: crate::document::Dtype::Float32,
             warmup: 1,
             repeats: 2,
-            seed: None,
-            worker: None,
+            seed: 0,
         }
     }
 
@@ -971,55 +798,6 @@ mod tests {
     }
 
     #[test]
-    fn a_point_document_must_match_the_requested_point_entirely() {
-        let json = crate::report::tests::sample_json(64, 4);
-        let document = crate::report::parse_document(json.as_bytes()).unwrap();
-        let mut expected = flags();
-        expected.seed = Some(0);
-        assert_eq!(check_point_document(&document, &expected), Ok(()));
-        // the varied dimension matches, another one does not
-        let mut other = expected.clone();
-        other.batch = 2;
-        assert_eq!(
-            check_point_document(&document, &other).unwrap_err(),
-            "configuration.batch = 1 (requested 2); synthetic_model.flops_per_forward = \
-             1048576 (requested 2097152); synthetic_model.input_bytes = 4096 (requested 8192); \
-             synthetic_model.output_bytes = 4096 (requested 8192)"
-        );
-        for (change, field) in [
-            (
-                (|f: &mut MeasureFlags| f.device = "cuda:1".into()) as fn(&mut MeasureFlags),
-                "configuration.device = cuda:0 (requested cuda:1)",
-            ),
-            (
-                |f| f.dtype = "bfloat16".into(),
-                "configuration.dtype = float32 (requested bfloat16)",
-            ),
-            (|f| f.warmup = 3, "configuration.warmup = 1 (requested 3)"),
-            (|f| f.repeats = 5, "configuration.repeats = 2 (requested 5)"),
-            (|f| f.seed = Some(7), "configuration.seed = 0 (requested 7)"),
-            (
-                |f| f.context = 32,
-                "configuration.context = 16 (requested 32)",
-            ),
-        ] {
-            let mut wanted = expected.clone();
-            change(&mut wanted);
-            let error = check_point_document(&document, &wanted).unwrap_err();
-            assert!(error.starts_with(field), "{error}");
-        }
-        // configuration right, synthetic_model of another size
-        let mut lying = document.clone();
-        lying.synthetic_model.width = 128;
-        lying.synthetic_model.hidden = 512;
-        let error = check_point_document(&lying, &expected).unwrap_err();
-        assert_eq!(
-            error,
-            "synthetic_model.hidden = 512 (requested 256); synthetic_model.width = 128 (requested 64)"
-        );
-    }
-
-    #[test]
     fn share_is_half_even() {
         // 1/16 = 0.0625 exactly; 1/3 -> 0.333333
         assert_eq!(share(1, 16).to_string(), "0.0625");
@@ -1031,35 +809,16 @@ mod tests {
     }
 
     #[test]
-    fn measure_args_and_oom_detection() {
-        let flags = MeasureFlags {
-            device: "cuda:0".into(),
-            batch: 1,
-            context: 16,
-            width: 64,
-            dtype: "bfloat16".into(),
-            warmup: 1,
-            repeats: 2,
-            seed: Some(7),
-            worker: None,
-        };
-        let args: Vec<String> = flags
-            .with(Dimension::Context, 512)
-            .measure_args(Path::new("d/context-512.json"))
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect();
+    fn a_dimension_sets_only_its_own_value() {
+        let base = flags();
+        let point = Dimension::Context.apply(&base, 512);
+        assert_eq!(point.context, 512);
         assert_eq!(
-            args.join(" "),
-            "measure --device cuda:0 --batch 1 --context 512 --width 64 --dtype bfloat16 \
-             --warmup 1 --repeats 2 --seed 7 --output d/context-512.json"
+            (point.batch, point.width, point.seed),
+            (base.batch, base.width, base.seed)
         );
-        assert!(is_out_of_memory("lab: error: CUDA Out Of Memory while ..."));
-        assert!(!is_out_of_memory("no CUDA device"));
-        assert_eq!(
-            last_line(b"noise\nlab: error: CUDA out of memory\n\n"),
-            "CUDA out of memory"
-        );
+        assert_eq!(Dimension::Batch.apply(&base, 8).batch, 8);
+        assert_eq!(Dimension::Width.apply(&base, 9).width, 9);
         assert_eq!(point_file_name(Dimension::Batch, 8), "batch-8.json");
     }
 }

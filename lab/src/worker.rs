@@ -7,7 +7,7 @@
 //! prints one [`WorkerReply`] as JSON on its stdout and exits. Each measurement thus runs in a
 //! fresh process, as the protocol recommends.
 
-use crate::measure::{Configuration, PhaseRow};
+use crate::document::{Configuration, LibtorchFacts, PhaseRow};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -39,7 +39,7 @@ pub enum WorkerRequest {
         /// N of `cuda:N`.
         device_index: u32,
     },
-    /// Run the SPEC §4 protocol for this configuration.
+    /// Run the measurement protocol (`docs/PROTOCOL.md §4`) for this configuration.
     Measure {
         /// What to measure (validated by `lab`).
         configuration: Configuration,
@@ -64,13 +64,10 @@ pub struct DeviceInfo {
 /// What the worker found about libtorch and the asked GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerEnvironment {
-    /// libtorch's version as loaded ([`loaded_torch_version`], e.g. `2.11.0+cu130`), else its
-    /// headers' `TORCH_VERSION`.
-    pub torch_version: String,
-    /// CUDA runtime version libtorch was built with, `major.minor`.
-    pub cuda_build_version: Option<String>,
-    /// HIP version libtorch was built with.
-    pub hip_build_version: Option<String>,
+    /// libtorch's version (as loaded, [`loaded_torch_version`], else its headers'
+    /// `TORCH_VERSION`) and build; flattened, so the JSON keys are the document's.
+    #[serde(flatten)]
+    pub libtorch: LibtorchFacts,
     /// GPUs visible to libtorch.
     pub device_count: u64,
     /// The asked GPU, when it exists.
@@ -129,20 +126,22 @@ pub enum WorkerReply {
 
 impl WorkerError {
     /// The `lab` error for this failure: a missing GPU is a usage error (exit 2, nothing was
-    /// measured), a failure during the run is a runtime error (exit 1). Out-of-memory messages
-    /// always contain "out of memory".
+    /// measured), out of memory is [`Error::OutOfMemory`] and any other failure during the run
+    /// a runtime error (both exit 1). The message of an out-of-memory failure starts with
+    /// "out of memory" unless the worker's own message says so.
     pub fn into_error(self) -> Error {
         match self.kind {
             WorkerErrorKind::NoCudaDevice | WorkerErrorKind::BadDeviceIndex => {
                 Error::usage(format!("{}; nothing was measured", self.message))
             }
             WorkerErrorKind::OutOfMemory => {
+                // Wording only: the kind, not this text, is what callers test.
                 let message = if self.message.to_lowercase().contains("out of memory") {
                     self.message
                 } else {
                     format!("out of memory: {}", self.message)
                 };
-                Error::runtime(format!("{message}; no file was written"))
+                Error::out_of_memory(format!("{message}; no file was written"))
             }
             WorkerErrorKind::Runtime | WorkerErrorKind::BadRequest => {
                 Error::runtime(format!("{}; no file was written", self.message))
@@ -303,15 +302,12 @@ pub fn call(
         None if !stdout.trim().is_empty() => "gave an unreadable answer (no JSON object)".into(),
         None => "ended without an answer".into(),
     };
+    // A worker that died without its typed answer is a runtime failure, whatever its last
+    // words: only the worker's `out_of_memory` kind counts as out of memory.
     let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     let last = tail.last().copied().unwrap_or("no message");
-    let kind = if stderr.to_lowercase().contains("out of memory") {
-        "out of memory: "
-    } else {
-        ""
-    };
     Ok(Err(Error::runtime(format!(
-        "{kind}the GPU worker {what} ({}; {last}); no file was written",
+        "the GPU worker {what} ({}; {last}); no file was written",
         output.status
     ))))
 }
@@ -378,7 +374,7 @@ mod tests {
             None
         );
     }
-    use crate::measure::Dtype;
+    use crate::document::Dtype;
 
     #[test]
     fn request_json_shape() {
@@ -409,7 +405,11 @@ mod tests {
         };
         let e = oom.into_error();
         assert_eq!(e.exit_code(), 1);
-        assert!(e.to_string().contains("out of memory"));
+        assert!(matches!(e, Error::OutOfMemory(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "out of memory: CUDA error; no file was written"
+        );
         let none = WorkerError {
             kind: WorkerErrorKind::NoCudaDevice,
             message: "no CUDA device".into(),

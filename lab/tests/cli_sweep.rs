@@ -1,5 +1,6 @@
-//! `lab sweep` through the binary, with a fake `lab measure` (a shell script passed through the
-//! hidden `--measure-program` flag) that runs out of memory above a width limit.
+//! `lab sweep` through the binary, with a fake torch worker (a shell script speaking the
+//! worker's JSON protocol, passed with `--worker`, as in `measure_guard.rs`) that answers with
+//! its typed `out_of_memory` error above a width limit. Each point starts the worker afresh.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -7,73 +8,49 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
+    let mut command = Command::cargo_bin("lab").unwrap();
+    command
+        .env_remove("LAB_TORCH_WORKER")
+        .env_remove("LIBTORCH");
+    command
 }
 
-/// A measurement document whose width (and the model sizes that follow from it, for batch 1,
-/// context 16, float32) is filled in by the fake.
-const TEMPLATE: &str = r#"{"schema":"iteragpu-lab/measurement/v1",
-"tool":{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"},
-"created_utc":"2026-11-30T10:00:00Z",
-"environment":{"runtime":{"language":"Rust","version":"1.95"},"torch_version":"2.11.0",
-"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA H200",
-"compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,
-"device_count":1,"tf32_matmul_allowed":false},
-"configuration":{"device":"cuda:0","batch":1,"context":16,"width":__WIDTH__,"dtype":"float32",
-"warmup":1,"repeats":2,"seed":0},
-"synthetic_model":{"architecture":"MLP","width":__WIDTH__,"hidden":__HIDDEN__,"parameters":__PARAMS__,
-"dtype_bytes":4,"parameter_bytes":__PBYTES__,"input_bytes":__IO__,"output_bytes":__IO__,
-"flops_per_forward":__FLOPS__},
-"phases":[
-{"phase":"model_load","repetition":null,"forward_passes":0,"wall_seconds":0.1,"gpu_seconds":null,
-"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":__WIDTH__000,
-"end_reserved_bytes":__WIDTH__000,"peak_allocated_bytes":__WIDTH__000,"peak_reserved_bytes":__WIDTH__000},
-{"phase":"inputs","repetition":null,"forward_passes":0,"wall_seconds":0.1,"gpu_seconds":0.1,
-"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
-"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
-{"phase":"cold_forward","repetition":null,"forward_passes":1,"wall_seconds":0.1,"gpu_seconds":0.1,
-"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
-"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
-{"phase":"warmup","repetition":null,"forward_passes":1,"wall_seconds":0.1,"gpu_seconds":0.1,
-"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
-"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0},
-{"phase":"warm_forward","repetition":1,"forward_passes":1,"wall_seconds":0.002,"gpu_seconds":0.001,
-"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":0,
-"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0}
-]}"#;
-
-/// Writes the fake `lab measure` and its template into `dir`.
+/// Writes the fake worker into `dir`. It appends the requested width to `$FAKE_DIR/calls`;
+/// fits up to `$FAKE_LIMIT` (peak 1000 bytes per unit of width), answers `out_of_memory`
+/// above; `FAKE_NO_GPU` answers `no_cuda_device`; `FAKE_CRASH_AT=w` dies without an answer
+/// (`FAKE_CRASH_TEXT` on stderr); `FAKE_BAD_AT=w` answers rows without `warm_forward`;
+/// `FAKE_SLOW_AT=w` sleeps 2 s first (touching `slow-started`), `FAKE_HANG_AT=w` 60 s (writing
+/// its pid to `worker.pid`).
 fn fake(dir: &Path) -> PathBuf {
-    std::fs::write(dir.join("template.json"), TEMPLATE).unwrap();
-    let script = dir.join("fake-lab");
+    let script = dir.join("fake-worker");
     std::fs::write(
         &script,
         r#"#!/bin/sh
-# fake `lab measure`: fits up to FAKE_LIMIT (width), out of memory above
-[ "$1" = measure ] || { echo "lab: error: expected measure" >&2; exit 3; }
-out=""; width=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --output) out="$2"; shift 2;;
-    --width) width="$2"; shift 2;;
-    *) shift;;
-  esac
-done
+request=$(cat)
+width=$(printf '%s' "$request" | sed -n 's/.*"width":\([0-9]*\).*/\1/p')
 echo "$width" >> "$FAKE_DIR/calls"
-if [ -n "$FAKE_EXIT2" ]; then echo "lab: error: no torch worker found: build it with --features torch" >&2; exit 2; fi
-if [ -n "$FAKE_CRASH_AT" ] && [ "$width" = "$FAKE_CRASH_AT" ]; then echo "lab: error: the worker crashed" >&2; exit 1; fi
-if [ -n "$FAKE_WRONG_AT" ] && [ "$width" = "$FAKE_WRONG_AT" ]; then batch=2; else batch=1; fi
+if [ -n "$FAKE_NO_GPU" ]; then
+  echo '{"error":{"kind":"no_cuda_device","message":"no CUDA device: libtorch 2.11.0 sees no GPU"}}'
+  exit 0
+fi
+if [ -n "$FAKE_CRASH_AT" ] && [ "$width" = "$FAKE_CRASH_AT" ]; then
+  echo "${FAKE_CRASH_TEXT:-the worker crashed}" >&2; exit 134
+fi
 if [ -n "$FAKE_SLOW_AT" ] && [ "$width" = "$FAKE_SLOW_AT" ]; then touch "$FAKE_DIR/slow-started"; sleep 2; fi
+if [ -n "$FAKE_HANG_AT" ] && [ "$width" = "$FAKE_HANG_AT" ]; then echo $$ > "$FAKE_DIR/worker.pid"; sleep 60; fi
 if [ "$width" -gt "$FAKE_LIMIT" ]; then
   echo "progress line" >&2
-  echo "lab: error: CUDA out of memory while running cold_forward (tried to allocate 2.00 GiB)" >&2
-  exit 1
+  echo '{"error":{"kind":"out_of_memory","message":"out of memory on cuda:0 during cold_forward (tried to allocate 2.00 GiB)"}}'
+  exit 0
 fi
-hidden=$((4 * width)); params=$((2 * width * hidden + hidden + width))
-sed -e "s/__WIDTH__/$width/g" -e "s/__HIDDEN__/$hidden/g" -e "s/__PARAMS__/$params/g" \
-  -e "s/__PBYTES__/$((4 * params))/g" -e "s/__IO__/$((16 * width * 4))/g" \
-  -e "s/__FLOPS__/$((2 * 16 * 2 * width * hidden))/g" -e "s/\"batch\":1,/\"batch\":$batch,/" \
-  "$FAKE_DIR/template.json" > "$out"
+row() { # phase repetition peak
+  printf '{"phase":"%s","repetition":%s,"forward_passes":1,"wall_seconds":0.002,"gpu_seconds":0.001,"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,"end_allocated_bytes":%s,"end_reserved_bytes":%s,"peak_allocated_bytes":%s,"peak_reserved_bytes":%s}' "$1" "$2" "$3" "$3" "$3" "$3"
+}
+peak=$((width * 1000))
+last="$(row warm_forward 1 0),$(row warm_forward 2 0)"
+if [ -n "$FAKE_BAD_AT" ] && [ "$width" = "$FAKE_BAD_AT" ]; then last="$(row warmup null 0)"; fi
+printf '{"measurement":{"environment":{"torch_version":"2.11.0","cuda_build_version":"13.0","hip_build_version":null,"device_count":1,"device":{"index":0,"name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132},"device_problem":null,"tf32_matmul_allowed":false},"phases":[%s,%s,%s,%s,%s]}}\n' \
+  "$(row model_load null $peak)" "$(row inputs null 0)" "$(row cold_forward null 0)" "$(row warmup null 0)" "$last"
 "#,
     )
     .unwrap();
@@ -87,7 +64,7 @@ fn sweep_cmd(dir: &Path, out: &Path, limit: u64, extra: &[&str]) -> Command {
         .env("FAKE_LIMIT", limit.to_string())
         .arg("sweep")
         .args(["--device", "cuda:0", "--vary", "width"])
-        .arg("--measure-program")
+        .arg("--worker")
         .arg(fake(dir))
         .arg("--output-dir")
         .arg(out)
@@ -150,7 +127,14 @@ fn doubles_then_bisects_and_writes_every_point() {
     assert!(lines[1]
         .starts_with("1,width,64,1,16,64,float32,fitted,64000,64000,150109880320,0.000000,"));
     assert!(summary.contains(",1001,1,16,1001,float32,out_of_memory,"));
-    assert!(summary.contains("CUDA out of memory while running cold_forward"));
+    assert!(summary.contains(
+        "out of memory on cuda:0 during cold_forward (tried to allocate 2.00 GiB); no file was written"
+    ));
+    // every fitted point's file is a valid document naming its own width
+    let document = lab::document::read(&out.join("width-1000.json")).unwrap();
+    assert_eq!(document.document.configuration.width, 1000);
+    assert_eq!(document.document.synthetic_model.width, 1000);
+    assert_eq!(document.document.peak_reserved_bytes(), 1_000_000);
 }
 
 #[test]
@@ -261,20 +245,22 @@ fn missing_prerequisite_is_exit_2_and_leaves_no_folder() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let output = sweep_cmd(dir.path(), &out, 1000, &["--from", "64", "--to", "128"])
-        .env("FAKE_EXIT2", "1")
+        .env("FAKE_NO_GPU", "1")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no torch worker found"), "{stderr}");
+    assert!(
+        stderr.contains("no CUDA device: libtorch 2.11.0 sees no GPU; nothing was measured"),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!out.exists());
 }
 
 #[test]
-fn real_measure_without_worker_is_exit_2() {
-    // The default measurement program is `lab` itself; in a test build no torch worker is
-    // next to it, so `lab measure` exits 2 and the sweep says why and writes nothing.
+fn a_missing_worker_is_exit_2_before_anything_runs() {
+    // The worker is looked for before the folder is made: exit 2, one line, no folder.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let output = lab()
@@ -292,8 +278,12 @@ fn real_measure_without_worker_is_exit_2() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is not installed"), "{stderr}");
     assert!(!out.exists());
 }
+
+/// How a point whose worker died without an answer is reported.
+const CRASH: &str = "width=256: the GPU worker ended without an answer (exit status: 134; the worker crashed); no file was written";
 
 #[test]
 fn a_crash_stops_the_sweep_and_keeps_finished_points() {
@@ -310,7 +300,7 @@ fn a_crash_stops_the_sweep_and_keeps_finished_points() {
     assert!(stderr.contains("before the limit was found"), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        stdout.contains("sweep STOPPED EARLY (width=256: lab measure exited with 1: the worker crashed): the search did not finish, the width limit was NOT found"),
+        stdout.contains(&format!("sweep STOPPED EARLY ({CRASH}): the search did not finish, the width limit was NOT found")),
         "{stdout}"
     );
     assert!(
@@ -333,8 +323,7 @@ fn a_crash_stops_the_sweep_and_keeps_finished_points() {
     assert!(lines[2].ends_with(",failed"), "{summary}");
     assert_eq!(
         lines[3],
-        "3,width,256,1,16,256,float32,failed,,,,,,,,\
-         width=256: lab measure exited with 1: the worker crashed,failed"
+        format!("3,width,256,1,16,256,float32,failed,,,,,,,,{CRASH},failed")
     );
 }
 
@@ -356,21 +345,44 @@ fn json_of_a_failed_sweep_says_the_limit_was_not_found() {
     assert_eq!(v["end"], "failed");
     assert_eq!(v["limit_found"], false);
     assert_eq!(v["stopped_at"], 256);
-    assert_eq!(
-        v["stop_reason"],
-        "width=256: lab measure exited with 1: the worker crashed"
-    );
+    assert_eq!(v["stop_reason"], CRASH);
     assert_eq!(v["largest_fitted"]["value"], 128);
     assert_eq!(v["points"].as_array().unwrap().len(), 2);
 }
 
 #[test]
-fn a_document_for_another_point_stops_the_sweep() {
-    // The fake writes batch 2 for width 256 although the sweep asked for batch 1.
+fn out_of_memory_is_the_worker_s_kind_not_its_words() {
+    // A worker that dies printing "out of memory" on stderr gave no typed answer: the sweep
+    // stops on a failure, it does not take the point as the memory limit.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let output = sweep_cmd(dir.path(), &out, 100_000, &["--from", "64", "--to", "4096"])
-        .env("FAKE_WRONG_AT", "256")
+        .env("FAKE_CRASH_AT", "256")
+        .env(
+            "FAKE_CRASH_TEXT",
+            "CUDA out of memory. Tried to allocate 2.00 GiB",
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("before the limit was found"), "{stderr}");
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(!summary.contains(",out_of_memory,"), "{summary}");
+    assert!(summary
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("3,width,256,1,16,256,float32,failed,"));
+}
+
+#[test]
+fn worker_rows_that_are_not_a_measurement_stop_the_sweep() {
+    // The fake answers width 256 without its warm_forward rows.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let output = sweep_cmd(dir.path(), &out, 100_000, &["--from", "64", "--to", "4096"])
+        .env("FAKE_BAD_AT", "256")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -380,20 +392,15 @@ fn a_document_for_another_point_stops_the_sweep() {
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
         errors[0].contains(
-            "width-256.json does not describe the requested point: \
-             configuration.batch = 2 (requested 1) (the 2 finished points are kept in"
+            "width=256: the GPU worker's rows are not a valid measurement (no `warm_forward` \
+             phase row); no file was written (the 2 finished points are kept in"
         ),
         "{stderr}"
     );
     assert_eq!(calls(dir.path()), vec![64, 128, 256]);
+    assert!(!out.join("width-256.json").exists());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("width limit was NOT found"), "{stdout}");
-    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    assert!(summary
-        .lines()
-        .last()
-        .unwrap()
-        .starts_with("3,width,256,1,16,256,float32,failed,"));
 }
 
 #[test]
@@ -409,7 +416,7 @@ fn summary_csv_follows_the_umask() {
             .args([
                 "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "128",
             ])
-            .arg("--measure-program")
+            .arg("--worker")
             .arg(fake(dir.path()))
             .arg("--output-dir")
             .arg(&out)
@@ -451,7 +458,7 @@ fn sigint_stops_cleanly_and_keeps_finished_points() {
         .args([
             "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "4096",
         ])
-        .arg("--measure-program")
+        .arg("--worker")
         .arg(fake(dir.path()))
         .arg("--output-dir")
         .arg(&out)

@@ -3,8 +3,10 @@
 //! validate against `lab/schema/measurement.schema.json`; the committed files also keep the
 //! protocol's invariants (row counts, allocated <= reserved, Rust and Python counters equal).
 
-use lab::environment::{MeasurementEnvironment, Runtime};
-use lab::measure::{Configuration, Document, Dtype, PhaseRow, SyntheticModel, Tool, SCHEMA_ID};
+use lab::document::{
+    Configuration, Document, Dtype, LibtorchFacts, MeasurementEnvironment, Phase, PhaseRow,
+    Runtime, SyntheticModel, Tool, SCHEMA_ID,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,8 +42,8 @@ fn synthetic_document() -> Document {
         repeats: 5,
         seed: 0,
     };
-    let row = |phase: &str, repetition: Option<u64>| PhaseRow {
-        phase: phase.into(),
+    let row = |phase: Phase, repetition: Option<u64>| PhaseRow {
+        phase,
         repetition,
         forward_passes: 1,
         wall_seconds: 1e-4,
@@ -54,21 +56,23 @@ fn synthetic_document() -> Document {
         peak_reserved_bytes: 2_097_152,
     };
     let mut phases = vec![
-        row("model_load", None),
-        row("inputs", None),
-        row("cold_forward", None),
+        row(Phase::ModelLoad, None),
+        row(Phase::Inputs, None),
+        row(Phase::ColdForward, None),
     ];
-    phases.push(row("warmup", None));
-    phases.extend((1..=5).map(|r| row("warm_forward", Some(r))));
+    phases.push(row(Phase::Warmup, None));
+    phases.extend((1..=5).map(|r| row(Phase::WarmForward, Some(r))));
     Document {
         schema: SCHEMA_ID.into(),
         tool: Tool::rust(),
-        created_utc: lab::measure::utc_now(),
+        created_utc: lab::document::utc_now(),
         environment: MeasurementEnvironment {
             runtime: Runtime::rust(),
-            torch_version: "2.11.0".into(),
-            cuda_build_version: Some("13.0".into()),
-            hip_build_version: None,
+            libtorch: LibtorchFacts {
+                torch_version: "2.11.0".into(),
+                cuda_build_version: Some("13.0".into()),
+                hip_build_version: None,
+            },
             device: "cuda:0".into(),
             device_name: "NVIDIA H200".into(),
             compute_capability: "9.0".into(),
@@ -92,6 +96,17 @@ fn synthetic_document_is_valid_and_round_trips() {
     assert_eq!(errors(&validator, &value), Vec::<String>::new());
     let back: Document = serde_json::from_value(value.clone()).unwrap();
     assert_eq!(back, document);
+    // The libtorch facts are flattened: the environment keeps its flat keys, in order.
+    let environment = serde_json::to_string(&document.environment).unwrap();
+    assert!(
+        environment.starts_with(
+            r#"{"runtime":{"language":"Rust","version":"#
+        ) && environment.contains(
+            r#"},"torch_version":"2.11.0","cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","#
+        ),
+        "{environment}"
+    );
+    assert!(value["environment"].get("libtorch").is_none());
     // The schema rejects what it should: a repetition on a non-warm row, a negative counter.
     let mut bad = value.clone();
     bad["phases"][0]["repetition"] = Value::from(1);
@@ -174,6 +189,35 @@ fn every_committed_h200_measurement_is_valid() {
                 );
             }
         }
+    }
+}
+
+/// Whether every key of `part` is in `whole` with an equal value (recursively).
+fn is_part_of(part: &Value, whole: &Value) -> bool {
+    match (part, whole) {
+        (Value::Object(p), Value::Object(w)) => p
+            .iter()
+            .all(|(k, v)| w.get(k).is_some_and(|wv| is_part_of(v, wv))),
+        (Value::Array(p), Value::Array(w)) => {
+            p.len() == w.len() && p.iter().zip(w).all(|(a, b)| is_part_of(a, b))
+        }
+        (p, w) => p == w,
+    }
+}
+
+#[test]
+fn every_committed_h200_measurement_reads_back_unchanged() {
+    // lab's one reader accepts every committed document (Rust and Python), and what it keeps
+    // re-encodes to the same JSON: the types (flattened libtorch facts, the Phase enum) do not
+    // change the format.
+    let files = example_files();
+    assert!(files.len() >= 12, "{files:?}");
+    for path in files {
+        let loaded =
+            lab::document::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let original: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let again = serde_json::to_value(&loaded.document).unwrap();
+        assert!(is_part_of(&again, &original), "{}", path.display());
     }
 }
 

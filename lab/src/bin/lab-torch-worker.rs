@@ -5,7 +5,7 @@
 //! (`lab::worker::WorkerReply`) from its stdout. Exit status 0 when a reply was printed
 //! (errors included), 3 when the request could not be read.
 //!
-//! The measurement follows SPEC §4 step by step, with the same tensor lifetimes as
+//! The measurement follows `docs/PROTOCOL.md §4` step by step, with the same tensor lifetimes as
 //! `mesure_memoire.py measure`, so that the caching-allocator counters are byte-identical:
 //! weights built on the CPU in the requested dtype and moved one tensor at a time (weight 1,
 //! bias 1, weight 2, bias 2) like `nn.Module.to`; inside a forward the hidden activation is
@@ -13,7 +13,7 @@
 //! is alive at its step's end reading and freed before the next step. Never falls back to
 //! the CPU: a GPU that is asked for and absent is an error.
 
-use lab::measure::{Configuration, Dtype, PhaseRow};
+use lab::document::{Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
 use lab::worker::{
     DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
     WorkerRequest,
@@ -171,25 +171,33 @@ fn describe(index: u32) -> WorkerEnvironment {
         )
     };
     let mut env = WorkerEnvironment {
-        cuda_build_version: version_text(cuda, 1000, 10),
-        hip_build_version: version_text(hip, 100, 1),
-        torch_version,
+        libtorch: LibtorchFacts {
+            torch_version,
+            cuda_build_version: version_text(cuda, 1000, 10),
+            hip_build_version: version_text(hip, 100, 1),
+        },
         device_count: u64::try_from(count).unwrap_or(0),
         device: None,
         device_problem: None,
         tf32_matmul_allowed: None,
     };
     let built = env
+        .libtorch
         .cuda_build_version
         .as_deref()
         .map(|v| format!("CUDA {v}"));
-    let built = built.or_else(|| env.hip_build_version.as_deref().map(|v| format!("HIP {v}")));
+    let built = built.or_else(|| {
+        env.libtorch
+            .hip_build_version
+            .as_deref()
+            .map(|v| format!("HIP {v}"))
+    });
     let built = built.unwrap_or_else(|| "no GPU support".to_owned());
     if env.device_count == 0 {
         env.device_problem = Some(format!(
             "no CUDA device: libtorch {} (built with {built}) sees no GPU; check the driver with \
              nvidia-smi and that CUDA_VISIBLE_DEVICES does not hide it",
-            env.torch_version
+            env.libtorch.torch_version
         ));
         return env;
     }
@@ -246,18 +254,18 @@ fn describe(index: u32) -> WorkerEnvironment {
 
 /// A failure during the measurement, with the phase it happened in.
 struct Failure {
-    phase: &'static str,
+    phase: Phase,
     message: String,
 }
 
 type Step<T> = Result<T, String>;
 
-/// One protocol step (SPEC §4): synchronize; baseline counters; reset peaks; start event;
+/// One protocol step (`docs/PROTOCOL.md §4`): synchronize; baseline counters; reset peaks; start event;
 /// `work`; end event; synchronize; wall time; end and peak counters. The step's result is
 /// returned alive: the caller decides when to free it.
 fn phase<T>(
     device: i64,
-    name: &'static str,
+    name: Phase,
     repetition: Option<u64>,
     forward_passes: u64,
     work: impl FnOnce() -> Step<T>,
@@ -280,7 +288,7 @@ fn phase<T>(
     let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device).map_err(fail)?;
     let gpu_seconds = start.seconds_to(&end).ok();
     let row = PhaseRow {
-        phase: name.to_owned(),
+        phase: name,
         repetition,
         forward_passes,
         wall_seconds,
@@ -410,32 +418,32 @@ fn run_protocol(config: &Configuration, index: u32) -> Result<Vec<PhaseRow>, Fai
     let device = Device::Cuda(index as usize);
     let dev = i64::from(index);
     let kind = kind_of(config.dtype);
-    let too_big = |phase: &'static str| Failure {
+    let too_big = |phase: Phase| Failure {
         phase,
         message: "size too large".to_owned(),
     };
-    let width = i64::try_from(config.width).map_err(|_| too_big("model_load"))?;
+    let width = i64::try_from(config.width).map_err(|_| too_big(Phase::ModelLoad))?;
     let shape = [
-        i64::try_from(config.batch).map_err(|_| too_big("inputs"))?,
-        i64::try_from(config.context).map_err(|_| too_big("inputs"))?,
+        i64::try_from(config.batch).map_err(|_| too_big(Phase::Inputs))?,
+        i64::try_from(config.context).map_err(|_| too_big(Phase::Inputs))?,
         width,
     ];
     let seed = config.seed;
     let mut rows = Vec::with_capacity(4 + config.repeats as usize);
 
-    let (row, model) = phase(dev, "model_load", None, 0, || {
+    let (row, model) = phase(dev, Phase::ModelLoad, None, 0, || {
         Mlp::build(width, seed, kind, device)
     })?;
     rows.push(row);
-    let (row, x) = phase(dev, "inputs", None, 0, || {
+    let (row, x) = phase(dev, Phase::Inputs, None, 0, || {
         tch::Cuda::manual_seed(seed);
         Tensor::f_randn(shape, (kind, device)).map_err(err)
     })?;
     rows.push(row);
-    let (row, output) = phase(dev, "cold_forward", None, 1, || model.forward(&x))?;
+    let (row, output) = phase(dev, Phase::ColdForward, None, 1, || model.forward(&x))?;
     rows.push(row);
     drop(output);
-    let (row, output) = phase(dev, "warmup", None, config.warmup, || {
+    let (row, output) = phase(dev, Phase::Warmup, None, config.warmup, || {
         let mut last: Option<Tensor> = None;
         for _ in 0..config.warmup {
             drop(last.take());
@@ -446,7 +454,7 @@ fn run_protocol(config: &Configuration, index: u32) -> Result<Vec<PhaseRow>, Fai
     rows.push(row);
     drop(output);
     for repetition in 1..=config.repeats {
-        let (row, output) = phase(dev, "warm_forward", Some(repetition), 1, || {
+        let (row, output) = phase(dev, Phase::WarmForward, Some(repetition), 1, || {
             model.forward(&x)
         })?;
         rows.push(row);

@@ -1,8 +1,7 @@
-//! `lab measure`: the bounded GPU measurement of SPEC §4, through the torch worker.
+//! `lab measure`: the bounded GPU measurement (`docs/PROTOCOL.md §4`), through the torch worker.
 
-use lab::measure::{self, Configuration, Document, Tool};
-use lab::worker::{self, WorkerReply, WorkerRequest};
-use lab::{environment, Error};
+use lab::document::{self, Configuration};
+use lab::{measure, worker, Error};
 use std::path::PathBuf;
 
 /// Flags of `lab measure`. Numbers are taken as typed and checked by `lab` (exit 2 on bad
@@ -68,38 +67,10 @@ pub fn run(args: Args) -> lab::Result<()> {
         &args.passes.repeats,
         &args.passes.seed,
     )?;
-    let synthetic_model = configuration.sizes()?;
     lab::output::check_new(&args.output)?;
     let path = worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
-    let created_utc = measure::utc_now();
-    let request = WorkerRequest::Measure {
-        configuration: configuration.clone(),
-    };
-    let reply = worker::call(&path, &request).map_err(|u| Error::usage(u.message()))??;
-    let measured = match reply {
-        WorkerReply::Measurement(m) => m,
-        WorkerReply::Error(e) => return Err(e.into_error()),
-        WorkerReply::Environment(_) => {
-            return Err(Error::runtime(
-                "the GPU worker answered another question; no file was written",
-            ))
-        }
-    };
-    let environment = environment::MeasurementEnvironment::from_worker(
-        &measured.environment,
-        environment::query_driver(),
-    )
-    .ok_or_else(|| Error::runtime("the GPU worker reported no device; no file was written"))?;
-    let document = Document {
-        schema: measure::SCHEMA_ID.to_owned(),
-        tool: Tool::rust(),
-        created_utc,
-        environment,
-        configuration,
-        synthetic_model,
-        phases: measured.phases,
-    };
-    measure::write_new_document(&args.output, &document)?;
+    let document = measure::run(&configuration, &path)?;
+    document::write_new(&args.output, &document)?;
     print!("{}", measure::summary_text(&document));
     println!("wrote {}", args.output.display());
     Ok(())

@@ -2,7 +2,8 @@
 //! JSON, and optionally an SVG chart.
 
 use super::numbers::{emit, print_json};
-use lab::report::{build_report, read_measurement, render_markdown, render_svg, render_text};
+use lab::document::read as read_measurement;
+use lab::report::{build_report, render_markdown, render_svg, render_text};
 use lab::Result;
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! `lab sweep`: grow one measurement dimension until the GPU runs out of memory.
 //!
-//! Each point is a fresh `lab measure` process (this same binary), so the sweep measures exactly
-//! what `lab measure` measures. Ctrl-C stops after (or during) the current point; the finished
+//! Each point goes through `lab measure`'s own library function (`lab::measure::run`) with a
+//! fresh worker process, so the sweep measures exactly what `lab measure` measures. Ctrl-C stops after (or during) the current point; the finished
 //! points and the summary are kept. Only a search that finished prints "largest ... that
 //! fitted" as the limit: after Ctrl-C or a failed point, stdout says the sweep STOPPED EARLY and
 //! the limit was NOT found, and `summary.csv` and `--json` say how it ended (`sweep_end`,
@@ -9,11 +9,10 @@
 
 use super::numbers::{emit, positive_integer, print_json};
 use indicatif::{ProgressBar, ProgressStyle};
-use lab::measure::Configuration;
+use lab::document::Configuration;
 use lab::output::write_new;
 use lab::sweep::{
-    run_sweep, Bounds, Dimension, Event, MeasureFlags, PointOutcome, ProcessRunner, SweepEnd,
-    SweepResult,
+    run_sweep, Bounds, Dimension, Event, PointOutcome, SweepEnd, SweepResult, WorkerRunner,
 };
 use lab::units::{gib, mib};
 use lab::{Error, Result};
@@ -71,7 +70,8 @@ pub struct Args {
     /// Element type, warm-up, repetitions and seed of every point, as for `lab measure`.
     #[command(flatten)]
     passes: super::measure::PassFlags,
-    /// Torch worker executable, passed to `lab measure` when given.
+    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
+    /// $LAB_TORCH_WORKER).
     #[arg(long, value_name = "PATH")]
     worker: Option<PathBuf>,
     /// New folder for the points' JSON files and summary.csv (must not exist).
@@ -80,10 +80,6 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
-    /// The `lab` executable that runs `measure` (default: this one). For tests and unusual
-    /// layouts.
-    #[arg(long, value_name = "PATH", hide = true)]
-    measure_program: Option<PathBuf>,
 }
 
 const MAX_VALUE: u64 = 1 << 40;
@@ -160,22 +156,10 @@ pub fn run(args: Args) -> Result<()> {
         &args.passes.repeats,
         &args.passes.seed,
     )?;
-    let flags = MeasureFlags {
-        device: checked.device.clone(),
-        batch: checked.batch,
-        context: checked.context,
-        width: checked.width,
-        dtype: checked.dtype.name().to_owned(),
-        warmup: checked.warmup,
-        repeats: checked.repeats,
-        seed: Some(checked.seed),
-        worker: args.worker.clone(),
-    };
-    let program = match &args.measure_program {
-        Some(program) => program.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| Error::runtime(format!("cannot locate the lab executable: {e}")))?,
-    };
+    // The varied dimension of `flags` is replaced at every point.
+    let flags = checked;
+    let worker =
+        lab::worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
     create_new_dir(&args.output_dir)?;
 
     // One handler per process; a failure to install it only loses the clean stop.
@@ -183,9 +167,9 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("lab: warning: Ctrl-C will not stop the sweep cleanly: {e}");
     }
 
-    let mut runner = ProcessRunner {
-        program,
-        flags: flags.clone(),
+    let mut runner = WorkerRunner {
+        worker,
+        base: flags.clone(),
         dimension,
         output_dir: args.output_dir.clone(),
     };
@@ -310,7 +294,7 @@ fn percent(share: Decimal) -> Decimal {
     value
 }
 
-fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> String {
+fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path) -> String {
     use std::fmt::Write as _;
     let d = result.dimension;
     let mut out = String::new();
@@ -330,7 +314,7 @@ fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> S
         result.bounds.to,
         flags.device,
         fixed.join(", "),
-        flags.dtype,
+        flags.dtype.name(),
         flags.warmup,
         flags.repeats
     );
@@ -438,7 +422,7 @@ fn text_summary(result: &SweepResult, flags: &MeasureFlags, summary: &Path) -> S
 
 fn json_summary(
     result: &SweepResult,
-    flags: &MeasureFlags,
+    flags: &Configuration,
     dir: &Path,
     summary: &Path,
 ) -> serde_json::Value {

@@ -1,0 +1,78 @@
+//! `environment` in the document: the software and the GPU the numbers come from
+//! (`docs/PROTOCOL.md §3`). Collects no environment variable, host name, user name or path.
+
+use serde::{Deserialize, Serialize};
+
+/// The Rust compiler that built `lab` (`rustc --version`, recorded by `build.rs`).
+pub const RUSTC_VERSION: &str = env!("LAB_RUSTC_VERSION");
+
+/// `runtime` in the document: the language the measuring tool runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Runtime {
+    /// `Rust` (or `Python` for the kit's script).
+    pub language: String,
+    /// For Rust, the compiler version `lab` was built with.
+    pub version: String,
+}
+
+impl Runtime {
+    /// The runtime entry of `lab`.
+    pub fn rust() -> Self {
+        Runtime {
+            language: "Rust".to_owned(),
+            version: RUSTC_VERSION.to_owned(),
+        }
+    }
+}
+
+/// The GPU driver version as a vendor tool reports it, labelled with its source. Not the CUDA
+/// version libtorch was built with: a different thing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Driver {
+    /// The version string, e.g. `580.159.04`.
+    pub version: String,
+    /// The command that answered, e.g. `nvidia-smi --query-gpu=driver_version`.
+    pub source: String,
+}
+
+/// What libtorch says about itself: the same three facts in the document, in the worker's
+/// answer and in `lab environment` (each flattens this struct, so the JSON keys stay
+/// `torch_version`, `cuda_build_version`, `hip_build_version`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibtorchFacts {
+    /// libtorch's version as loaded (e.g. `2.11.0+cu130`, as `torch.__version__` prints it),
+    /// else its headers' `TORCH_VERSION` (`2.11.0`).
+    pub torch_version: String,
+    /// CUDA runtime version libtorch was built with, `major.minor` (`13.0`); `None` for a HIP
+    /// or CPU build.
+    pub cuda_build_version: Option<String>,
+    /// HIP version libtorch was built with; `None` for a CUDA or CPU build.
+    pub hip_build_version: Option<String>,
+}
+
+/// `environment` in the measurement document (all fields required by the schema, plus the
+/// optional `driver`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasurementEnvironment {
+    /// Language and version of the measuring tool.
+    pub runtime: Runtime,
+    /// libtorch's version and build.
+    #[serde(flatten)]
+    pub libtorch: LibtorchFacts,
+    /// The measured GPU, `cuda:N`.
+    pub device: String,
+    /// Its name as the runtime reports it (`cudaDeviceProp::name`).
+    pub device_name: String,
+    /// Compute capability `major.minor`.
+    pub compute_capability: String,
+    /// Total memory announced by the runtime (`cudaDeviceProp::totalGlobalMem`), bytes.
+    pub total_memory_bytes: u64,
+    /// Streaming multiprocessors.
+    pub multiprocessor_count: u64,
+    /// GPUs visible to libtorch.
+    pub device_count: u64,
+    /// Whether float32 matrix products may use TF32 (libtorch default: false; never changed).
+    pub tf32_matmul_allowed: bool,
+    /// Driver version from the vendor tool, when present.
+    pub driver: Option<Driver>,
+}

@@ -1,0 +1,153 @@
+//! Reading, checking and writing measurement documents.
+
+use super::{Document, Phase, SCHEMA_ID};
+use crate::digest::sha256_hex;
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// Largest measurement file `lab` reads (a document is a few kilobytes, a long run a few
+/// megabytes; this guards against being pointed at a huge unrelated file).
+pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Checks what the types alone cannot: the schema id, every phase present, repetitions
+/// numbered only on `warm_forward` rows, finite non-negative times.
+///
+/// # Errors
+/// The first problem, in words (`phases[3] (warmup): bad repetition Some(1)`).
+pub fn check(document: &Document) -> std::result::Result<(), String> {
+    if document.schema != SCHEMA_ID {
+        return Err(format!(
+            "schema is {:?}, expected {SCHEMA_ID:?}",
+            document.schema
+        ));
+    }
+    for (index, row) in document.phases.iter().enumerate() {
+        let repetition_ok = match row.phase {
+            Phase::WarmForward => matches!(row.repetition, Some(r) if r >= 1),
+            _ => row.repetition.is_none(),
+        };
+        if !repetition_ok {
+            return Err(format!(
+                "phases[{index}] ({}): bad repetition {:?}",
+                row.phase, row.repetition
+            ));
+        }
+        let times_ok = row.wall_seconds.is_finite()
+            && row.wall_seconds >= 0.0
+            && row.gpu_seconds.is_none_or(|g| g.is_finite() && g >= 0.0);
+        if !times_ok {
+            return Err(format!(
+                "phases[{index}] ({}): negative or non-finite time",
+                row.phase
+            ));
+        }
+    }
+    for phase in Phase::ALL {
+        if document.first_row(phase).is_none() {
+            return Err(format!("no `{phase}` phase row"));
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks a document from its bytes (a UTF-8 BOM is tolerated).
+///
+/// # Errors
+/// What is wrong, in words (not JSON, a missing field, an unknown phase, a failed [`check`]).
+pub fn parse(bytes: &[u8]) -> std::result::Result<Document, String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let document: Document = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "not a measurement document ({e}); give a file written by `lab measure` or \
+             `mesure_memoire.py measure`"
+        )
+    })?;
+    check(&document)?;
+    Ok(document)
+}
+
+/// A measurement document read from a file, with the file's name and SHA-256.
+#[derive(Debug, Clone)]
+pub struct LoadedMeasurement {
+    /// The path as given.
+    pub path: PathBuf,
+    /// Lowercase hex SHA-256 of the file's exact bytes.
+    pub sha256: String,
+    /// The parsed document.
+    pub document: Document,
+}
+
+impl LoadedMeasurement {
+    /// The file name (last path component), lossily as UTF-8.
+    pub fn file_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+}
+
+/// Reads, hashes and checks one measurement file (at most [`MAX_DOCUMENT_BYTES`]).
+///
+/// # Errors
+/// [`Error::Runtime`] (exit 1) naming the file when it is missing or cannot be read;
+/// [`Error::Usage`] (exit 2) when the path is not a regular file, is too large, or is not a
+/// measurement document matching the schema.
+pub fn read(path: &Path) -> Result<LoadedMeasurement> {
+    use std::io::Read as _;
+    let metadata = std::fs::metadata(path)
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
+    if !metadata.is_file() {
+        return Err(Error::usage(format!(
+            "{} is not a file: give a measurement JSON file (written by lab measure)",
+            path.display()
+        )));
+    }
+    let too_large = |size: u64| {
+        Error::usage(format!(
+            "{}: {size} bytes is too large for a measurement document (at most \
+             {MAX_DOCUMENT_BYTES})",
+            path.display()
+        ))
+    };
+    if metadata.len() > MAX_DOCUMENT_BYTES {
+        return Err(too_large(metadata.len()));
+    }
+    // Read at most one byte past the cap: a file that grew since `metadata` is still refused.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    let document = parse(&bytes).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
+    Ok(LoadedMeasurement {
+        path: path.to_path_buf(),
+        sha256: sha256_hex(&bytes),
+        document,
+    })
+}
+
+/// The bytes of `document` as written to a file: pretty JSON with a final newline.
+///
+/// # Errors
+/// [`Error::Runtime`] if the document cannot be encoded (a non-finite time).
+pub fn encode(document: &Document) -> Result<Vec<u8>> {
+    let mut text = serde_json::to_string_pretty(document)
+        .map_err(|e| Error::runtime(format!("cannot encode the measurement: {e}")))?;
+    text.push('\n');
+    Ok(text.into_bytes())
+}
+
+/// Writes `document` ([`encode`]) to the new file `path`, atomically and never over an
+/// existing file ([`crate::output::write_new`]); returns the bytes written.
+///
+/// # Errors
+/// As [`crate::output::write_new`]: usage (exit 2) when `path` exists or its folder does not,
+/// runtime (exit 1) when writing fails; no file is left behind.
+pub fn write_new(path: &Path, document: &Document) -> Result<Vec<u8>> {
+    let bytes = encode(document)?;
+    crate::output::write_new(path, &bytes)?;
+    Ok(bytes)
+}

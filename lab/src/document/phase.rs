@@ -1,0 +1,92 @@
+//! `phases` in the document: the five protocol steps ([`Phase`]) and one measured row per
+//! step ([`PhaseRow`]); `docs/PROTOCOL.md §4`.
+
+use serde::{Deserialize, Serialize};
+
+/// The five phases of the protocol, in the order they run (their document names are
+/// `model_load`, `inputs`, `cold_forward`, `warmup`, `warm_forward`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Build and initialise the model on the CPU, move it to the GPU.
+    ModelLoad,
+    /// Create the synthetic input on the GPU.
+    Inputs,
+    /// First forward pass.
+    ColdForward,
+    /// All warm-up passes together.
+    Warmup,
+    /// One timed forward pass after warm-up (one row per repetition).
+    WarmForward,
+}
+
+impl Phase {
+    /// All phases in protocol order.
+    pub const ALL: [Phase; 5] = [
+        Phase::ModelLoad,
+        Phase::Inputs,
+        Phase::ColdForward,
+        Phase::Warmup,
+        Phase::WarmForward,
+    ];
+
+    /// The name used in the document (`model_load`, ..., `warm_forward`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::ModelLoad => "model_load",
+            Phase::Inputs => "inputs",
+            Phase::ColdForward => "cold_forward",
+            Phase::Warmup => "warmup",
+            Phase::WarmForward => "warm_forward",
+        }
+    }
+
+    /// Whether the phase runs forward passes (and so ends with an output tensor alive).
+    pub fn is_forward(self) -> bool {
+        matches!(
+            self,
+            Phase::ColdForward | Phase::Warmup | Phase::WarmForward
+        )
+    }
+
+    /// The phase of a document name; `None` for an unknown name.
+    pub fn from_name(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+/// Writes the document name (`model_load`, ...).
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: table columns give a width (`{:<13}`).
+        f.pad(self.as_str())
+    }
+}
+
+/// One row of `phases`: one protocol step (`docs/PROTOCOL.md §4`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRow {
+    /// The step.
+    pub phase: Phase,
+    /// 1-based index for `warm_forward`, `None` (JSON null) for the other phases.
+    pub repetition: Option<u64>,
+    /// Forward passes run inside the step (0 for model_load and inputs).
+    pub forward_passes: u64,
+    /// Host clock around the whole step (synchronize, counter reads, work, synchronize), s.
+    pub wall_seconds: f64,
+    /// Time between two CUDA events recorded on the current stream around the work, s;
+    /// `None` where not measured. Includes the GPU waiting for the host's launches.
+    pub gpu_seconds: Option<f64>,
+    /// Allocated bytes after the first synchronize, before the work.
+    pub baseline_allocated_bytes: u64,
+    /// Reserved bytes after the first synchronize, before the work.
+    pub baseline_reserved_bytes: u64,
+    /// Allocated bytes after the final synchronize (the step's result still alive).
+    pub end_allocated_bytes: u64,
+    /// Reserved bytes after the final synchronize.
+    pub end_reserved_bytes: u64,
+    /// Highest allocated bytes during the step (peak reset at its start).
+    pub peak_allocated_bytes: u64,
+    /// Highest reserved bytes during the step (peak reset at its start).
+    pub peak_reserved_bytes: u64,
+}

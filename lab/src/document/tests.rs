@@ -1,0 +1,160 @@
+//! Tests of the document: the analytic model, reading, checking, extremes.
+
+use super::*;
+
+/// A document shaped like `lab measure`'s output for batch 1, context 16, warmup 1,
+/// repeats 2, with the given width and dtype, on an H200.
+pub(crate) fn sample_json(width: u64, dtype_bytes: u64) -> String {
+    let hidden = 4 * width;
+    let parameters = 2 * width * hidden + hidden + width;
+    let input = 16 * width * dtype_bytes;
+    let p = parameters * dtype_bytes;
+    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
+        format!(
+            r#"{{"phase":"{phase}","repetition":{},"forward_passes":{passes},"wall_seconds":0.001{rep_digit},
+"gpu_seconds":0.0005,"baseline_allocated_bytes":{base},"baseline_reserved_bytes":2097152,
+"end_allocated_bytes":{end},"end_reserved_bytes":2097152,"peak_allocated_bytes":{peak},
+"peak_reserved_bytes":2097152}}"#,
+            rep.map_or("null".to_string(), |r| r.to_string()),
+            rep_digit = rep.unwrap_or(0)
+        )
+    };
+    let phases = [
+        row("model_load", None, 0, 0, p, p),
+        row("inputs", None, 0, p, p + input, p + input),
+        row(
+            "cold_forward",
+            None,
+            1,
+            p + input,
+            p + 2 * input,
+            p + 6 * input,
+        ),
+        row("warmup", None, 1, p + input, p + 2 * input, p + 7 * input),
+        row(
+            "warm_forward",
+            Some(1),
+            1,
+            p + input,
+            p + 2 * input,
+            p + 6 * input,
+        ),
+        row(
+            "warm_forward",
+            Some(2),
+            1,
+            p + input,
+            p + 2 * input,
+            p + 6 * input,
+        ),
+    ]
+    .join(",");
+    let dtype = if dtype_bytes == 4 {
+        "float32"
+    } else {
+        "bfloat16"
+    };
+    format!(
+        r#"{{"schema":"iteragpu-lab/measurement/v1","tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"rust"}},
+"created_utc":"2026-11-30T10:00:00Z",
+"environment":{{"runtime":{{"language":"Rust","version":"1.95"}},"torch_version":"2.11.0","cuda_build_version":"13.0","hip_build_version":null,
+"device":"cuda:0","device_name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,"device_count":1,"tf32_matmul_allowed":false}},
+"configuration":{{"device":"cuda:0","batch":1,"context":16,"width":{width},"dtype":"{dtype}","warmup":1,"repeats":2,"seed":0}},
+"synthetic_model":{{"architecture":"Linear-GELU-Linear","width":{width},"hidden":{hidden},"parameters":{parameters},"dtype_bytes":{dtype_bytes},
+"parameter_bytes":{p},"input_bytes":{input},"output_bytes":{input},"flops_per_forward":{}}},
+"phases":[{phases}]}}"#,
+        2 * 16 * 2 * width * hidden
+    )
+}
+
+#[test]
+fn small_model_numbers() {
+    let m = SyntheticModel::new(1, 16, 64, Dtype::Float32).unwrap();
+    assert_eq!(m.hidden, 256);
+    assert_eq!(m.parameters, 64 * 256 + 256 + 256 * 64 + 64);
+    assert_eq!(m.parameters, 33_088);
+    assert_eq!(m.autograd.as_deref(), Some("inference_mode"));
+    assert_eq!(m.parameter_bytes, 132_352);
+    assert_eq!(m.input_bytes, 4_096);
+    assert_eq!(m.output_bytes, 4_096);
+    assert_eq!(m.flops_per_forward, 2 * 16 * (64 * 256 * 2));
+    assert_eq!(m.flops_per_forward, 1_048_576);
+    assert_eq!(
+        m.architecture,
+        "Linear(64->256, bias) -> GELU(erf) -> Linear(256->64, bias)"
+    );
+}
+
+#[test]
+fn large_model_numbers() {
+    let m = SyntheticModel::new(2, 128, 1024, Dtype::Bfloat16).unwrap();
+    assert_eq!(m.hidden, 4096);
+    assert_eq!(m.parameters, 8_393_728);
+    assert_eq!(m.dtype_bytes, 2);
+    assert_eq!(m.parameter_bytes, 16_787_456);
+    assert_eq!(m.input_bytes, 2 * 128 * 1024 * 2);
+    assert_eq!(m.flops_per_forward, 2 * 256 * 2 * 1024 * 4096);
+    assert_eq!(m.flops_per_forward, 4_294_967_296);
+}
+
+#[test]
+fn predicted_allocations_round_to_blocks() {
+    let m = SyntheticModel::new(1, 16, 64, Dtype::Float32).unwrap();
+    // 65536 + 1024 + 65536 + 256 -> 256 rounds up to 512.
+    assert_eq!(
+        m.predicted_weight_allocation(),
+        65_536 + 1_024 + 65_536 + 512
+    );
+    assert_eq!(m.predicted_input_allocation(), 4_096);
+    // hidden activation 16 × 256 × 4 = 16384; twice that beats 16384 + 4096.
+    assert_eq!(m.predicted_forward_peak_extra(), 32_768);
+    assert_eq!(round_to_block(1), 512);
+    assert_eq!(round_to_block(512), 512);
+    assert_eq!(round_to_block(0), 0);
+    assert_eq!(round_to_block(u64::MAX), u64::MAX);
+}
+
+#[test]
+fn overflow_is_none() {
+    assert!(SyntheticModel::new(u64::MAX, 2, 2, Dtype::Float32).is_none());
+    assert!(SyntheticModel::new(1, 1, u64::MAX / 2, Dtype::Float32).is_none());
+}
+
+#[test]
+fn medians() {
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+    assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+}
+#[test]
+fn rejects_bad_documents() {
+    let good = sample_json(64, 4);
+    let wrong_schema = good.replace("measurement/v1", "measurement/v0");
+    assert!(parse(wrong_schema.as_bytes())
+        .unwrap_err()
+        .contains("schema"));
+    let no_rep = good.replace(r#""repetition":1"#, r#""repetition":null"#);
+    assert!(parse(no_rep.as_bytes()).unwrap_err().contains("repetition"));
+    let no_inputs = good.replace(r#""phase":"inputs""#, r#""phase":"model_load""#);
+    assert!(parse(no_inputs.as_bytes()).unwrap_err().contains("inputs"));
+    let unknown = good.replace(r#""phase":"inputs""#, r#""phase":"input""#);
+    assert!(parse(unknown.as_bytes())
+        .unwrap_err()
+        .contains("unknown variant `input`"));
+    let negative = good.replace(r#""wall_seconds":0.0010"#, r#""wall_seconds":-1"#);
+    assert!(parse(negative.as_bytes()).unwrap_err().contains("time"));
+    assert!(parse(b"{}").is_err());
+    assert!(parse(b"\xff").is_err());
+    let bom = [b"\xEF\xBB\xBF".as_slice(), good.as_bytes()].concat();
+    assert!(parse(&bom).is_ok());
+}
+
+#[test]
+fn sample_matches_schema() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/measurement.schema.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
