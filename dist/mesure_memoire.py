@@ -24,6 +24,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -539,14 +540,149 @@ def _run_phase(torch, device, phase, repetition, passes, action):
     return row, result
 
 
-def run_measurement(device, batch, context, width, dtype="float32", warmup=1, repeats=2, seed=0):
+GRAPH_CAPTURE_WARMUP_FORWARDS = 3
+GRAPH_REPLAY_BATCHES = 5
+GRAPH_MAX_REPLAYS = 1_000_000
+
+
+def _graph_stage_start(torch, device):
+    """Synchronizes, reads allocated and reserved bytes, resets the peaks; returns the pair."""
+    torch.cuda.synchronize(device)
+    baseline = (torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device))
+    torch.cuda.reset_peak_memory_stats(device)
+    return baseline
+
+
+def _graph_stage_end(torch, device, baseline):
+    """Synchronizes and returns the six counters of a stage of the graph measurement."""
+    torch.cuda.synchronize(device)
+    return {
+        "baseline_allocated_bytes": baseline[0],
+        "baseline_reserved_bytes": baseline[1],
+        "end_allocated_bytes": torch.cuda.memory_allocated(device),
+        "end_reserved_bytes": torch.cuda.memory_reserved(device),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+    }
+
+
+def graph_section(replays, batch_seconds, single_wall_seconds, capture_wall_seconds, capture, replay):
+    """The ``graph`` object of the document from raw timings (the statistics ``lab`` computes)."""
+    per_forward = [seconds / replays for seconds in batch_seconds]
+    return {
+        "memory_pool": "private",
+        "capture_warmup_forwards": GRAPH_CAPTURE_WARMUP_FORWARDS,
+        "replays": replays,
+        "batches": len(per_forward),
+        "batch_gpu_seconds_per_forward": per_forward,
+        "median_gpu_seconds_per_forward": statistics.median(per_forward),
+        "min_gpu_seconds_per_forward": min(per_forward),
+        "max_gpu_seconds_per_forward": max(per_forward),
+        "synchronised_wall_seconds_median": statistics.median(single_wall_seconds),
+        "synchronised_wall_seconds_min": min(single_wall_seconds),
+        "synchronised_wall_seconds_max": max(single_wall_seconds),
+        "capture_wall_seconds": capture_wall_seconds,
+        "capture": capture,
+        "replay": replay,
+    }
+
+
+def measure_graph(torch, device, model, inputs, replays):
+    """The CUDA-graph floor: capture one forward, replay it; returns the ``graph`` object.
+
+    Same steps as ``lab`` (so the counters agree): synchronize, read the counters, reset the
+    peaks; on a side stream run three warm-up forwards (PyTorch's documentation asks for a
+    warm-up on a side stream before capture), each previous output freed first and the last
+    one freed before capture; synchronize; capture one forward with ``capture_begin`` /
+    ``capture_end`` (default private pool, global mode; unlike ``torch.cuda.graph`` no
+    ``empty_cache``: the allocator cache is kept); read the counters. Then, on the default
+    stream, five batches of ``replays`` back-to-back replays each between two CUDA events, and
+    ``replays`` single replays each followed by a synchronize; read the counters again. The
+    graph keeps its own private memory pool while it exists: capture grows the reserved bytes.
+    """
+    began = time.perf_counter()
+    baseline = _graph_stage_start(torch, device)
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream(device=device)
+    with torch.cuda.stream(side):
+        output = None
+        for _ in range(GRAPH_CAPTURE_WARMUP_FORWARDS):
+            output = None
+            output = model(inputs)
+        output = None
+        torch.cuda.synchronize(device)
+        graph.capture_begin()
+        try:
+            static_output = model(inputs)
+        finally:
+            graph.capture_end()
+    capture = _graph_stage_end(torch, device, baseline)
+    capture_wall_seconds = time.perf_counter() - began
+    baseline = _graph_stage_start(torch, device)
+    batch_seconds = []
+    for _ in range(GRAPH_REPLAY_BATCHES):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize(device)
+        batch_seconds.append(start.elapsed_time(end) / 1000.0)
+    single_wall_seconds = []
+    for _ in range(replays):
+        began = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize(device)
+        single_wall_seconds.append(time.perf_counter() - began)
+    replay = _graph_stage_end(torch, device, baseline)
+    del static_output, graph
+    return graph_section(replays, batch_seconds, single_wall_seconds, capture_wall_seconds, capture, replay)
+
+
+def graph_text(document):
+    """Summary lines of the ``graph`` object: graph vs eager time, launch overhead, FLOP/s."""
+    graph = document.get("graph")
+    if not graph:
+        return ""
+    median = graph["median_gpu_seconds_per_forward"]
+    lines = [
+        f"graph floor: {graph['batches']} batches of {graph['replays']} CUDA-graph replays, median "
+        f"{median * 1e6:.2f} us per forward (min {graph['min_gpu_seconds_per_forward'] * 1e6:.2f}, "
+        f"max {graph['max_gpu_seconds_per_forward'] * 1e6:.2f}); one replay + synchronize: median wall "
+        f"{graph['synchronised_wall_seconds_median'] * 1e6:.2f} us"
+    ]
+    eager = [row["gpu_seconds"] for row in document["phases"] if row["phase"] == "warm_forward"]
+    if eager and median > 0:
+        eager_median = statistics.median(eager)
+        lines.append(
+            f"eager vs graph: {eager_median * 1e6:.2f} us vs {median * 1e6:.2f} us per forward (GPU events, "
+            f"medians); launch overhead {(eager_median - median) * 1e6:.2f} us per forward "
+            f"(eager = {eager_median / median:.1f}x graph)"
+        )
+    if median > 0:
+        flops = document["synthetic_model"]["flops_per_forward"]
+        lines.append(f"achieved by graph time: {flops / median / 1e12:.3f} TFLOP/s (compare this across GPUs)")
+    capture = graph["capture"]
+    lines.append(
+        f"graph memory: warm-up and capture left "
+        f"{capture['end_allocated_bytes'] - capture['baseline_allocated_bytes']} B more allocated and "
+        f"{capture['end_reserved_bytes'] - capture['baseline_reserved_bytes']} B more reserved "
+        "(the graph keeps its own private memory pool while it exists)"
+    )
+    return "\n".join(lines)
+
+
+def run_measurement(device, batch, context, width, dtype="float32", warmup=1, repeats=2, seed=0, graph_replays=None):
     """Measures the synthetic MLP on ``device`` and returns the measurement document (a dict).
 
     Phases: model_load, inputs, cold_forward, warmup (all warm-up passes in one row, also
     when there are none), then one warm_forward row per repetition. Each forward's output is
     alive at its phase's end reading and freed right after it, before the next phase starts;
     weights, input and the allocator cache persist (no empty_cache). Inference mode (no
-    gradients), no autocast; TF32 is left as PyTorch has it and recorded. Raises KitError: exit 2 for bad
+    gradients), no autocast; TF32 is left as PyTorch has it and recorded. With ``graph_replays``
+    (1 to 1000000) the CUDA-graph floor follows the phases (``measure_graph``) and the document
+    gets a ``graph`` object. Raises KitError: exit 2 for bad
     input, missing PyTorch or GPU; exit 1 for a failure during the run (out of memory).
     """
     batch = parse_int("--batch", batch, 1)
@@ -555,6 +691,8 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
     warmup = parse_int("--warmup", warmup, 0)
     repeats = parse_int("--repeats", repeats, 1)
     seed = parse_int("--seed", seed, 0, 2**63 - 1)
+    if graph_replays is not None:
+        graph_replays = parse_int("--graph-replays", graph_replays, 1, GRAPH_MAX_REPLAYS)
     if dtype not in DTYPE_BYTES:
         raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{dtype}'")
     torch, index = require_gpu(device)
@@ -612,6 +750,10 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
                 row, output = _run_phase(torch, gpu, phase, repetition, 1, lambda: model(inputs))
                 phases.append(row)
                 del output
+            graph = None
+            if graph_replays is not None:
+                phase = "graph"
+                graph = measure_graph(torch, gpu, model, inputs, graph_replays)
             del model, inputs
     except KitError:
         raise
@@ -628,7 +770,7 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
             exit_code=1,
         ) from None
     environment["tf32_matmul_allowed"] = _tf32_matmul_allowed(torch)
-    return {
+    document = {
         "schema": SCHEMA_ID,
         "tool": dict(TOOL),
         "created_utc": created_utc,
@@ -646,6 +788,9 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
         "synthetic_model": model_info,
         "phases": phases,
     }
+    if graph is not None:
+        document["graph"] = graph
+    return document
 
 
 def phases_text(document):
@@ -767,6 +912,10 @@ def build_parser():
     measure.add_argument("--warmup", default="1", action=_Once, help="warm-up passes, >= 0 (default 1)")
     measure.add_argument("--repeats", default="2", action=_Once, help="measured passes after warm-up, >= 1 (default 2)")
     measure.add_argument("--seed", default="0", action=_Once, help="seed of weights and input (default 0)")
+    measure.add_argument(
+        "--graph-replays", default=None, action=_Once,
+        help="after the phases, capture one forward into a CUDA graph and replay it N times (1 to 1000000)",
+    )
     measure.add_argument("--output", required=True, action=_Once, help="new JSON file to write (never overwritten)")
     measure.set_defaults(handler=_cli_measure)
     return parser
@@ -796,13 +945,17 @@ def _cli_measure(args):
         parse_int(f"--{name}", getattr(args, name), minimum, 2**63 - 1 if name == "seed" else _U64_MAX)
     if args.dtype not in DTYPE_BYTES:
         raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{args.dtype}'")
+    if args.graph_replays is not None:
+        parse_int("--graph-replays", args.graph_replays, 1, GRAPH_MAX_REPLAYS)
     parse_device(args.device)
     check_new_output(args.output)
     document = run_measurement(
-        args.device, args.batch, args.context, args.width, args.dtype, args.warmup, args.repeats, args.seed
+        args.device, args.batch, args.context, args.width, args.dtype, args.warmup, args.repeats, args.seed,
+        graph_replays=args.graph_replays,
     )
     write_new_json(args.output, document)
-    write_stdout(f"{phases_text(document)}\nwrote {args.output}")
+    graph = graph_text(document)
+    write_stdout(f"{phases_text(document)}\n{graph + chr(10) if graph else ''}wrote {args.output}")
     return 0
 
 

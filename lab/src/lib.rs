@@ -23,6 +23,7 @@ pub mod document;
 pub mod environment;
 pub mod error;
 pub mod estimate;
+pub mod fleet;
 pub mod kit;
 pub mod measure;
 pub mod output;

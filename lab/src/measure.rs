@@ -172,11 +172,22 @@ impl Configuration {
 /// - [`Error::Runtime`] (exit 1): any other failure during the run, a worker that ended
 ///   without an answer or gave an unreadable or invalid one.
 pub fn run(configuration: &Configuration, worker: &Path) -> Result<Document> {
+    run_with_graph(configuration, None, worker)
+}
+
+/// [`run`], followed by the CUDA-graph floor with `graph_replays` replays when given
+/// (`docs/PROTOCOL.md §4.6`; the document's `graph` object). Same errors as [`run`].
+pub fn run_with_graph(
+    configuration: &Configuration,
+    graph_replays: Option<u64>,
+    worker: &Path,
+) -> Result<Document> {
     let synthetic_model = configuration.sizes()?;
     let index = configuration.device_index()?;
     let created_utc = document::utc_now();
     let request = WorkerRequest::Measure {
         configuration: configuration.clone(),
+        graph_replays,
     };
     let reply = worker::call(worker, &request).map_err(|u| Error::usage(u.message()))??;
     let measured = match reply {
@@ -201,6 +212,7 @@ pub fn run(configuration: &Configuration, worker: &Path) -> Result<Document> {
         configuration: configuration.clone(),
         synthetic_model,
         phases: measured.phases,
+        graph: measured.graph.map(|g| *g),
     };
     document::check(&document).map_err(|e| {
         Error::runtime(format!(
@@ -423,6 +435,14 @@ pub fn summary_text(document: &Document) -> String {
                 LAUNCH_BOUND_GPU_SECONDS * 1e6
             );
         }
+    }
+    if let Some(graph) = &document.graph {
+        let eager = warm_summary(document).and_then(|w| w.median_gpu_seconds);
+        out.push_str(&document::graph::summary_text(
+            graph,
+            eager,
+            document.synthetic_model.flops_per_forward,
+        ));
     }
     out
 }

@@ -7,6 +7,7 @@
 //! prints one [`WorkerReply`] as JSON on its stdout and exits. Each measurement thus runs in a
 //! fresh process, as the protocol recommends.
 
+use crate::document::graph::GraphSection;
 use crate::document::{Configuration, LibtorchFacts, PhaseRow};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub enum WorkerRequest {
     Measure {
         /// What to measure (validated by `lab`).
         configuration: Configuration,
+        /// N of `--graph-replays`: after the phases, measure the CUDA-graph floor
+        /// ([`crate::document::graph`]); absent when not asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        graph_replays: Option<u64>,
     },
 }
 
@@ -85,6 +90,9 @@ pub struct WorkerMeasurement {
     pub environment: WorkerEnvironment,
     /// One row per protocol step.
     pub phases: Vec<PhaseRow>,
+    /// The CUDA-graph floor, when the request asked for it (boxed: the reply enum stays small).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<Box<GraphSection>>,
 }
 
 /// The kinds of failure the worker reports.
@@ -389,8 +397,10 @@ mod tests {
                 repeats: 2,
                 seed: 0,
             },
+            graph_replays: None,
         };
         let text = serde_json::to_string(&request).unwrap();
+        assert!(!text.contains("graph_replays"), "{text}");
         assert!(text.starts_with("{\"command\":\"measure\""), "{text}");
         assert!(text.contains("\"dtype\":\"float32\""));
         let back: WorkerRequest = serde_json::from_str(&text).unwrap();

@@ -85,6 +85,7 @@ fn synthetic_document() -> Document {
         synthetic_model: SyntheticModel::new(2, 128, 1024, Dtype::Bfloat16).unwrap(),
         configuration,
         phases,
+        graph: None,
     }
 }
 
@@ -276,4 +277,60 @@ fn rust_and_python_counters_match_on_the_h200() {
         compared >= 6,
         "only {compared} configurations have both a Rust and a Python file"
     );
+}
+
+#[test]
+fn the_graph_section_is_optional_and_checked() {
+    use lab::document::graph::{GraphCounters, GraphSection, GraphTimings};
+    let validator = validator();
+    let counters = GraphCounters {
+        baseline_allocated_bytes: 51_000_000,
+        baseline_reserved_bytes: 62_914_560,
+        end_allocated_bytes: 85_000_000,
+        end_reserved_bytes: 100_663_296,
+        peak_allocated_bytes: 85_100_000,
+        peak_reserved_bytes: 100_663_296,
+    };
+    let timings = GraphTimings {
+        replays: 1000,
+        batch_seconds: vec![0.0076; 5],
+        single_wall_seconds: vec![14e-6; 1000],
+        capture_wall_seconds: 0.2,
+    };
+    let mut document = synthetic_document();
+    document.graph = GraphSection::from_timings(&timings, counters, counters);
+    let value = serde_json::to_value(&document).unwrap();
+    assert_eq!(errors(&validator, &value), Vec::<String>::new());
+    let back: Document = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(back, document);
+    // Absent (v1 documents) and null are both valid and read as no graph.
+    let mut absent = value.clone();
+    absent.as_object_mut().unwrap().remove("graph");
+    assert_eq!(errors(&validator, &absent), Vec::<String>::new());
+    let mut null = value.clone();
+    null["graph"] = Value::Null;
+    assert_eq!(errors(&validator, &null), Vec::<String>::new());
+    assert_eq!(
+        serde_json::from_value::<Document>(null).unwrap().graph,
+        None
+    );
+    assert!(!serde_json::to_string(&synthetic_document())
+        .unwrap()
+        .contains("\"graph\""));
+    // What the schema refuses: zero replays, a missing counter, another pool.
+    for (pointer, bad) in [
+        ("/graph/replays", Value::from(0)),
+        ("/graph/memory_pool", Value::from("shared")),
+        ("/graph/capture/end_reserved_bytes", Value::from(-1)),
+    ] {
+        let mut wrong = value.clone();
+        *wrong.pointer_mut(pointer).unwrap() = bad;
+        assert!(!errors(&validator, &wrong).is_empty(), "{pointer}");
+    }
+    let mut wrong = value;
+    wrong["graph"]
+        .as_object_mut()
+        .unwrap()
+        .remove("median_gpu_seconds_per_forward");
+    assert!(!errors(&validator, &wrong).is_empty());
 }

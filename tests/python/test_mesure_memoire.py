@@ -540,6 +540,30 @@ def make_fake_torch(fail_in=None):
         ),
         device=lambda device: contextlib.nullcontext(),
     )
+    class CUDAGraph:
+        """A CUDA graph stand-in: logs capture and replays; a replay needs a finished capture."""
+
+        def __init__(self):
+            """Not captured yet."""
+            self.captured = False
+
+        def capture_begin(self):
+            """Logs the start of the capture."""
+            log("capture_begin")
+
+        def capture_end(self):
+            """Logs the end of the capture."""
+            log("capture_end")
+            self.captured = True
+
+        def replay(self):
+            """Logs one replay."""
+            assert self.captured
+            log("replay")
+
+    torch.cuda.CUDAGraph = CUDAGraph
+    torch.cuda.Stream = lambda device=None: log("Stream", object())
+    torch.cuda.stream = lambda stream: (log("stream"), contextlib.nullcontext())[1]
     torch.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=False)))
     torch.device = lambda kind, index: f"{kind}:{index}"
     torch.inference_mode = lambda: (log("inference_mode"), contextlib.nullcontext())[1]
@@ -676,6 +700,80 @@ class PhaseProtocol(unittest.TestCase):
             code, message = _capture_stderr(lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--output", output]))
             self.assertEqual(code, 2)
             self.assertIn("already exists", message)
+
+
+class GraphFloor(unittest.TestCase):
+    """measure_graph against the fake torch: the graph object, its counters, the flag."""
+
+    def setUp(self):
+        """Installs a fake torch in sys.modules (removed in tearDown)."""
+        self.saved = sys.modules.get("torch")
+        self.torch = make_fake_torch()
+        sys.modules["torch"] = self.torch
+
+    def tearDown(self):
+        """Restores sys.modules."""
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+
+    def test_absent_unless_asked(self):
+        document = mm.run_measurement("cuda:0", 1, 16, 64)
+        self.assertNotIn("graph", document)
+        self.assertNotIn("capture_begin", self.torch.allocator.calls)
+
+    def test_graph_object_after_the_phases(self):
+        document = mm.run_measurement("cuda:0", 1, 16, 64, graph_replays=4)
+        self.assertEqual(len(document["phases"]), 6)
+        graph = document["graph"]
+        with open(SCHEMA, encoding="utf-8") as stream:
+            schema = json.load(stream)
+        required = schema["properties"]["graph"]["oneOf"][1]["required"]
+        self.assertEqual(sorted(required), sorted(graph))
+        self.assertEqual(graph["replays"], 4)
+        self.assertEqual(graph["batches"], 5)
+        self.assertEqual(graph["memory_pool"], "private")
+        self.assertEqual(graph["capture_warmup_forwards"], 3)
+        # the fake event pair always reads 1.5 ms: 1.5 ms / 4 replays per forward
+        self.assertEqual(graph["batch_gpu_seconds_per_forward"], [0.0015 / 4] * 5)
+        self.assertEqual(graph["median_gpu_seconds_per_forward"], 0.0015 / 4)
+        self.assertLessEqual(graph["synchronised_wall_seconds_min"], graph["synchronised_wall_seconds_median"])
+        calls = self.torch.allocator.calls
+        self.assertEqual(calls.count("replay"), 5 * 4 + 4)
+        self.assertLess(calls.index("capture_begin"), calls.index("capture_end"))
+        self.assertLess(calls.index("capture_end"), calls.index("replay"))
+        weights, inputs = 33088 * 4, 16 * 64 * 4
+        capture = graph["capture"]
+        self.assertEqual(capture["baseline_allocated_bytes"], weights + inputs)
+        # the captured output stays alive for the replays; warm-up outputs are freed
+        self.assertEqual(capture["end_allocated_bytes"], weights + inputs + inputs)
+        self.assertEqual(capture["peak_allocated_bytes"], weights + inputs + 4 * inputs + inputs)
+        replay = graph["replay"]
+        self.assertEqual(replay["baseline_allocated_bytes"], replay["end_allocated_bytes"])
+        self.assertIn("launch overhead", mm.graph_text(document))
+        self.assertEqual(mm.graph_text({"graph": None}), "")
+
+    def test_bad_replays_flag_is_exit_2_before_anything_runs(self):
+        for bad in ("0", "-1", "1000001", "x", "1.5"):
+            with self.subTest(bad=bad), tempfile.TemporaryDirectory() as folder:
+                output = os.path.join(folder, "m.json")
+                code, message = _capture_stderr(
+                    lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--graph-replays", bad, "--output", output])
+                )
+                self.assertEqual(code, 2)
+                self.assertIn("--graph-replays", message)
+                self.assertEqual(os.listdir(folder), [])
+
+    def test_cli_writes_the_graph(self):
+        with tempfile.TemporaryDirectory() as folder:
+            output = os.path.join(folder, "m.json")
+            code, _ = _capture_stderr(
+                lambda: mm.main(["measure", "--device", "cuda:0", *SMALL, "--graph-replays", "3", "--output", output])
+            )
+            self.assertEqual(code, 0)
+            with open(output, encoding="utf-8") as stream:
+                self.assertEqual(json.load(stream)["graph"]["replays"], 3)
 
 
 NOTEBOOK = os.path.join(ROOT, "dist", "mesure-memoire.ipynb")

@@ -82,6 +82,7 @@ RESERVE_GIB = "4"  # an assumption you choose, in GiB ("0" for none)
 DEVICE = "cuda:0"
 SMALL = dict(batch=1, context=16, width=64, dtype="float32", warmup=1, repeats=2, seed=0)
 SMALL_OUTPUT = "mesures-petit-essai.json"
+GRAPH_REPLAYS = None  # e.g. 1000: also measure the CUDA-graph floor after the phases
 
 # Step 4: a larger measurement, off until you switch it on
 RUN_LARGER = False
@@ -163,6 +164,12 @@ included); GPU time comes from the two CUDA events. The output of a forward pass
 exists at its phase's final reading and is freed right after it, before the next pass; the
 weights and the input persist; the allocator's cache is kept (no `empty_cache`).
 
+With `GRAPH_REPLAYS = N` the measurement then captures one forward into a CUDA graph (after
+three warm-up forwards on a side stream) and replays it: five batches of N replays back to
+back between two CUDA events, and N single replays each followed by a synchronize. The
+document gets a `graph` object: the launch-free time per forward, the launch overhead of the
+eager forward, and the allocator counters around capture (a graph keeps its own memory pool).
+
 Without an importable PyTorch or without the GPU named by `DEVICE` the measurement stops with
 a clear error and writes nothing; it never runs on the CPU. The JSON is written atomically to
 a new file."#,
@@ -170,9 +177,11 @@ a new file."#,
     Cell::Region("code-measure", "measure"),
     Cell::Code(
         "run-small",
-        r#"small = run_measurement(DEVICE, **SMALL)
+        r#"small = run_measurement(DEVICE, **SMALL, graph_replays=GRAPH_REPLAYS)
 write_new_json(SMALL_OUTPUT, small)
 print(phases_text(small))
+if GRAPH_REPLAYS is not None:
+    print(graph_text(small))
 print("wrote", SMALL_OUTPUT)"#,
     ),
     Cell::Markdown(

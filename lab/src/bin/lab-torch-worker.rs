@@ -13,6 +13,9 @@
 //! is alive at its step's end reading and freed before the next step. Never falls back to
 //! the CPU: a GPU that is asked for and absent is an error.
 
+use lab::document::graph::{
+    GraphCounters, GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES,
+};
 use lab::document::{Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
 use lab::worker::{
     DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
@@ -60,6 +63,13 @@ extern "C" {
         len: usize,
     ) -> i32;
     fn lab_event_free(event: *mut c_void);
+    fn lab_side_stream_enter(device: i64, err: *mut c_char, len: usize) -> *mut c_void;
+    fn lab_side_stream_exit(guard: *mut c_void);
+    fn lab_graph_new(err: *mut c_char, len: usize) -> *mut c_void;
+    fn lab_graph_capture_begin(graph: *mut c_void, err: *mut c_char, len: usize) -> i32;
+    fn lab_graph_capture_end(graph: *mut c_void, err: *mut c_char, len: usize) -> i32;
+    fn lab_graph_replay(graph: *mut c_void, err: *mut c_char, len: usize) -> i32;
+    fn lab_graph_free(graph: *mut c_void);
 }
 
 /// Calls a shim function that reports failure through an error buffer.
@@ -143,6 +153,147 @@ impl Drop for InferenceMode {
             unsafe { lab_inference_mode_exit(self.0) }
         }
     }
+}
+
+/// A stream from libtorch's pool made current on this thread (`with torch.cuda.stream(s)`);
+/// the previous stream is current again on drop.
+struct SideStream(*mut c_void);
+
+impl SideStream {
+    fn enter(device: i64) -> Step<Self> {
+        let mut guard = std::ptr::null_mut();
+        // SAFETY: the shim returns a heap guard or null with a message.
+        shim(|e, l| {
+            guard = unsafe { lab_side_stream_enter(device, e, l) };
+            i32::from(guard.is_null())
+        })?;
+        Ok(SideStream(guard))
+    }
+}
+
+impl Drop for SideStream {
+    fn drop(&mut self) {
+        // SAFETY: created by lab_side_stream_enter on this thread, freed once.
+        unsafe { lab_side_stream_exit(self.0) }
+    }
+}
+
+/// An `at::cuda::CUDAGraph` (`torch.cuda.CUDAGraph()`), freed on drop.
+struct Graph(*mut c_void);
+
+impl Graph {
+    fn new() -> Step<Self> {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: the shim returns a heap graph or null with a message.
+        shim(|e, l| {
+            graph = unsafe { lab_graph_new(e, l) };
+            i32::from(graph.is_null())
+        })?;
+        Ok(Graph(graph))
+    }
+
+    fn capture_begin(&self) -> Step<()> {
+        // SAFETY: self.0 is a live graph.
+        shim(|e, l| unsafe { lab_graph_capture_begin(self.0, e, l) })
+    }
+
+    fn capture_end(&self) -> Step<()> {
+        // SAFETY: self.0 is a live graph.
+        shim(|e, l| unsafe { lab_graph_capture_end(self.0, e, l) })
+    }
+
+    fn replay(&self) -> Step<()> {
+        // SAFETY: self.0 is a live, captured graph.
+        shim(|e, l| unsafe { lab_graph_replay(self.0, e, l) })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: created by lab_graph_new, freed once.
+        unsafe { lab_graph_free(self.0) }
+    }
+}
+
+/// Counters before a stage: synchronize, read, reset the peaks.
+fn stage_start(device: i64) -> Step<[u64; 2]> {
+    synchronize()?;
+    let [allocated, reserved, _, _] = memory_stats(device)?;
+    reset_peak(device)?;
+    Ok([allocated, reserved])
+}
+
+/// Counters after a stage: synchronize, read end and peaks.
+fn stage_end(device: i64, baseline: [u64; 2]) -> Step<GraphCounters> {
+    synchronize()?;
+    let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device)?;
+    Ok(GraphCounters {
+        baseline_allocated_bytes: baseline[0],
+        baseline_reserved_bytes: baseline[1],
+        end_allocated_bytes: end_alloc,
+        end_reserved_bytes: end_res,
+        peak_allocated_bytes: peak_alloc,
+        peak_reserved_bytes: peak_res,
+    })
+}
+
+/// The CUDA-graph floor (`lab::graph` describes the procedure; `measure_graph` in
+/// `mesure_memoire.py` is its twin, step for step, so the counters agree).
+fn measure_graph(model: &Mlp, x: &Tensor, device: i64, replays: u64) -> Step<GraphSection> {
+    let began = Instant::now();
+    let baseline = stage_start(device)?;
+    let graph = Graph::new()?;
+    let static_output = {
+        let _side = SideStream::enter(device)?;
+        let mut out: Option<Tensor> = None;
+        for _ in 0..CAPTURE_WARMUP_FORWARDS {
+            drop(out.take());
+            out = Some(model.forward(x)?);
+        }
+        drop(out);
+        synchronize()?;
+        graph.capture_begin()?;
+        let captured = model.forward(x);
+        // End the capture even when the forward failed, so the stream is usable again.
+        let ended = graph.capture_end();
+        let captured = captured?;
+        ended?;
+        captured
+    };
+    let capture = stage_end(device, baseline)?;
+    let capture_wall_seconds = began.elapsed().as_secs_f64();
+
+    let baseline = stage_start(device)?;
+    let mut batch_seconds = Vec::with_capacity(REPLAY_BATCHES as usize);
+    for _ in 0..REPLAY_BATCHES {
+        let start = Event::new()?;
+        let end = Event::new()?;
+        start.record(device)?;
+        for _ in 0..replays {
+            graph.replay()?;
+        }
+        end.record(device)?;
+        synchronize()?;
+        batch_seconds.push(start.seconds_to(&end)?);
+    }
+    let mut single_wall_seconds = Vec::with_capacity(replays as usize);
+    for _ in 0..replays {
+        let t = Instant::now();
+        graph.replay()?;
+        synchronize()?;
+        single_wall_seconds.push(t.elapsed().as_secs_f64());
+    }
+    let replay = stage_end(device, baseline)?;
+    drop(static_output);
+    drop(graph);
+    let timings = GraphTimings {
+        replays,
+        batch_seconds,
+        single_wall_seconds,
+        capture_wall_seconds,
+    };
+    GraphSection::from_timings(&timings, capture, replay)
+        .ok_or_else(|| "the graph replays gave no finite time".to_owned())
 }
 
 fn version_text(v: i64, per_major: i64, per_minor: i64) -> Option<String> {
@@ -254,7 +405,8 @@ fn describe(index: u32) -> WorkerEnvironment {
 
 /// A failure during the measurement, with the phase it happened in.
 struct Failure {
-    phase: Phase,
+    /// A phase name, or `graph` for the CUDA-graph floor.
+    phase: &'static str,
     message: String,
 }
 
@@ -271,7 +423,7 @@ fn phase<T>(
     work: impl FnOnce() -> Step<T>,
 ) -> Result<(PhaseRow, T), Failure> {
     let fail = |message: String| Failure {
-        phase: name,
+        phase: name.as_str(),
         message,
     };
     let start = Event::new().map_err(fail)?;
@@ -363,7 +515,10 @@ fn kind_of(dtype: Dtype) -> Kind {
     }
 }
 
-fn measure(config: &Configuration) -> Result<WorkerMeasurement, WorkerError> {
+fn measure(
+    config: &Configuration,
+    graph_replays: Option<u64>,
+) -> Result<WorkerMeasurement, WorkerError> {
     let index = config.device_index().map_err(|e| WorkerError {
         kind: WorkerErrorKind::BadRequest,
         message: e.to_string(),
@@ -378,7 +533,7 @@ fn measure(config: &Configuration) -> Result<WorkerMeasurement, WorkerError> {
         let message = environment.device_problem.clone().unwrap_or_default();
         return Err(WorkerError { kind, message });
     }
-    let phases = run_protocol(config, index).map_err(|f| {
+    let (phases, graph) = run_protocol(config, index, graph_replays).map_err(|f| {
         let what = format!(
             "cuda:{index} during {} (batch {}, context {}, width {}, {})",
             f.phase,
@@ -410,16 +565,22 @@ fn measure(config: &Configuration) -> Result<WorkerMeasurement, WorkerError> {
     Ok(WorkerMeasurement {
         environment,
         phases,
+        graph,
     })
 }
 
-fn run_protocol(config: &Configuration, index: u32) -> Result<Vec<PhaseRow>, Failure> {
+/// The five phases, then the graph floor when `graph_replays` is given.
+fn run_protocol(
+    config: &Configuration,
+    index: u32,
+    graph_replays: Option<u64>,
+) -> Result<(Vec<PhaseRow>, Option<Box<GraphSection>>), Failure> {
     let _inference = InferenceMode::enter();
     let device = Device::Cuda(index as usize);
     let dev = i64::from(index);
     let kind = kind_of(config.dtype);
     let too_big = |phase: Phase| Failure {
-        phase,
+        phase: phase.as_str(),
         message: "size too large".to_owned(),
     };
     let width = i64::try_from(config.width).map_err(|_| too_big(Phase::ModelLoad))?;
@@ -460,9 +621,20 @@ fn run_protocol(config: &Configuration, index: u32) -> Result<Vec<PhaseRow>, Fai
         rows.push(row);
         drop(output);
     }
+    let graph = match graph_replays {
+        Some(replays) => Some(
+            measure_graph(&model, &x, dev, replays)
+                .map(Box::new)
+                .map_err(|message| Failure {
+                    phase: "graph",
+                    message,
+                })?,
+        ),
+        None => None,
+    };
     drop(x);
     drop(model);
-    Ok(rows)
+    Ok((rows, graph))
 }
 
 fn reply(reply: &WorkerReply) {
@@ -497,7 +669,10 @@ fn main() -> std::process::ExitCode {
         WorkerRequest::Environment { device_index } => {
             WorkerReply::Environment(describe(*device_index))
         }
-        WorkerRequest::Measure { configuration } => match measure(configuration) {
+        WorkerRequest::Measure {
+            configuration,
+            graph_replays,
+        } => match measure(configuration, *graph_replays) {
             Ok(m) => WorkerReply::Measurement(m),
             Err(e) => WorkerReply::Error(e),
         },

@@ -1,15 +1,19 @@
 //! `lab measure`: the bounded GPU measurement (`docs/PROTOCOL.md §4`), through the torch worker.
 
-use lab::document::{self, Configuration};
-use lab::{measure, worker, Error};
-use std::path::PathBuf;
+use lab::document::{self, Configuration, Document};
+use lab::fleet::{self, Devices};
+use lab::worker::{self, WorkerReply, WorkerRequest};
+use lab::{measure, Error};
+use std::path::{Path, PathBuf};
 
 /// Flags of `lab measure`. Numbers are taken as typed and checked by `lab` (exit 2 on bad
 /// values) before the worker starts.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to measure, `cuda:N` (no default; `cpu`, `mps` and a bare `cuda` are refused).
-    #[arg(long, value_name = "cuda:N")]
+    /// GPU to measure, `cuda:N` (no default; `cpu`, `mps` and a bare `cuda` are refused);
+    /// `all` or a list `cuda:0,cuda:1` measures those GPUs at once, one worker each (needs
+    /// --output-dir).
+    #[arg(long, value_name = "cuda:N|all|LIST")]
     device: String,
     /// Batch size, >= 1.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -22,9 +26,15 @@ pub struct Args {
     width: String,
     #[command(flatten)]
     passes: PassFlags,
-    /// New JSON file to write (never overwritten; written atomically).
-    #[arg(long, value_name = "FILE")]
-    output: PathBuf,
+    #[command(flatten)]
+    graph: GraphFlag,
+    /// New JSON file to write (never overwritten; written atomically). One GPU only.
+    #[arg(long, value_name = "FILE", required_unless_present = "output_dir")]
+    output: Option<PathBuf>,
+    /// New folder for several GPUs: one document per GPU (`cuda-N.json`) and
+    /// `comparison.json`. Only with --device all or a list.
+    #[arg(long, value_name = "DIR", conflicts_with = "output")]
+    output_dir: Option<PathBuf>,
     /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
     /// $LAB_TORCH_WORKER).
     #[arg(long, value_name = "PATH")]
@@ -49,6 +59,26 @@ pub struct PassFlags {
     pub seed: String,
 }
 
+/// `--graph-replays`, shared by `lab measure` and `lab sweep`.
+#[derive(Debug, clap::Args)]
+pub struct GraphFlag {
+    /// After the phases, capture one forward into a CUDA graph and replay it: 5 batches of N
+    /// back-to-back replays and N synchronised single replays (the launch-free floor; adds a
+    /// `graph` object to the document). 1 to 1000000.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub graph_replays: Option<String>,
+}
+
+impl GraphFlag {
+    /// The checked N, or `None` when the flag is absent.
+    pub fn replays(&self) -> lab::Result<Option<u64>> {
+        self.graph_replays
+            .as_deref()
+            .map(document::graph::parse_replays)
+            .transpose()
+    }
+}
+
 /// Runs `lab measure`.
 ///
 /// # Errors
@@ -57,8 +87,14 @@ pub struct PassFlags {
 /// failure during the run (the message contains "out of memory" for an out-of-memory
 /// failure); nothing is written.
 pub fn run(args: Args) -> lab::Result<()> {
+    let devices = Devices::parse(&args.device)?;
+    // Several GPUs: the flags are checked once, as for cuda:0, then given to each GPU.
+    let first = match &devices {
+        Devices::One(index) => format!("cuda:{index}"),
+        _ => "cuda:0".to_owned(),
+    };
     let configuration = Configuration::from_flags(
-        &args.device,
+        &first,
         &args.batch,
         &args.context,
         &args.width,
@@ -67,11 +103,112 @@ pub fn run(args: Args) -> lab::Result<()> {
         &args.passes.repeats,
         &args.passes.seed,
     )?;
-    lab::output::check_new(&args.output)?;
+    let graph_replays = args.graph.replays()?;
+    if devices.is_several() {
+        let Some(folder) = args.output_dir.as_deref() else {
+            return Err(Error::usage(
+                "several GPUs write one document each: give --output-dir DIR (a new folder) instead of --output",
+            ));
+        };
+        return measure_several(
+            &devices,
+            &configuration,
+            graph_replays,
+            folder,
+            args.worker.as_deref(),
+        );
+    }
+    let Some(output) = args.output.as_deref() else {
+        return Err(Error::usage(
+            "--output-dir is for several GPUs (--device all or cuda:0,cuda:1): give --output FILE for one GPU",
+        ));
+    };
+    lab::output::check_new(output)?;
     let path = worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
-    let document = measure::run(&configuration, &path)?;
-    document::write_new(&args.output, &document)?;
+    let document = measure::run_with_graph(&configuration, graph_replays, &path)?;
+    document::write_new(output, &document)?;
     print!("{}", measure::summary_text(&document));
-    println!("wrote {}", args.output.display());
+    println!("wrote {}", output.display());
     Ok(())
+}
+
+/// How many GPUs the worker's libtorch sees (asked once, about cuda:0).
+///
+/// # Errors
+/// Usage (exit 2) when the worker or libtorch is missing; runtime when it gives no answer.
+pub fn device_count(worker_path: &Path) -> lab::Result<u64> {
+    let request = WorkerRequest::Environment { device_index: 0 };
+    match worker::call(worker_path, &request).map_err(|u| Error::usage(u.message()))?? {
+        WorkerReply::Environment(env) => Ok(env.device_count),
+        WorkerReply::Error(e) => Err(e.into_error()),
+        WorkerReply::Measurement(_) => {
+            Err(Error::runtime("the GPU worker answered another question"))
+        }
+    }
+}
+
+/// `lab measure --device all|LIST`: one worker per GPU at once, one document per GPU in the
+/// new `folder`, then the comparison (printed and written as `comparison.json`). A GPU that
+/// fails does not stop the others: their documents are written and the command exits 1.
+fn measure_several(
+    devices: &Devices,
+    configuration: &Configuration,
+    graph_replays: Option<u64>,
+    folder: &Path,
+    worker_path: Option<&Path>,
+) -> lab::Result<()> {
+    lab::output::check_new(folder)?;
+    let path = worker::locate(worker_path).map_err(|u| Error::usage(u.message()))?;
+    let indices = devices.resolve(device_count(&path)?)?;
+    let results = fleet::run_each(&indices, |index| {
+        let mut config = configuration.clone();
+        config.device = format!("cuda:{index}");
+        measure::run_with_graph(&config, graph_replays, &path)
+    });
+    // Nothing measured at all (no GPU, no libtorch): the first error, and no folder.
+    if results.iter().all(|(_, r)| r.is_err()) {
+        if let Some((_, Err(e))) = results.into_iter().next() {
+            return Err(e);
+        }
+        return Err(Error::runtime("no GPU was measured"));
+    }
+    std::fs::create_dir(folder).map_err(|e| {
+        Error::runtime(format!(
+            "cannot create the folder {}: {e}",
+            folder.display()
+        ))
+    })?;
+    let mut failed = Vec::new();
+    for (index, result) in &results {
+        match result {
+            Ok(document) => {
+                let file = folder.join(fleet::document_file_name(*index));
+                document::write_new(&file, document)?;
+                println!("cuda:{index}: wrote {}", file.display());
+            }
+            Err(e) => {
+                println!("cuda:{index}: FAILED: {e}");
+                failed.push(format!("cuda:{index}"));
+            }
+        }
+    }
+    let compared: Vec<(u32, Result<&Document, String>)> = results
+        .iter()
+        .map(|(i, r)| (*i, r.as_ref().map_err(|e| e.to_string())))
+        .collect();
+    let comparison = fleet::compare(&compared);
+    let mut json = serde_json::to_string_pretty(&comparison)
+        .map_err(|e| Error::runtime(format!("cannot encode the comparison: {e}")))?;
+    json.push('\n');
+    lab::output::write_new(&folder.join(fleet::COMPARISON_FILE), json.as_bytes())?;
+    print!("{}", fleet::comparison_text(&comparison));
+    println!("wrote {}", folder.display());
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::runtime(format!(
+            "{} could not be measured (see above); the other GPUs' documents were written",
+            failed.join(", ")
+        )))
+    }
 }

@@ -47,6 +47,13 @@ pub fn check(document: &Document) -> std::result::Result<(), String> {
             return Err(format!("no `{phase}` phase row"));
         }
     }
+    if let Some(problem) = document
+        .graph
+        .as_ref()
+        .and_then(|g| g.problems().into_iter().next())
+    {
+        return Err(problem);
+    }
     Ok(())
 }
 

@@ -11,7 +11,8 @@
 //! - `configuration` ([`Configuration`]): what was asked (device, sizes, [`Dtype`], passes,
 //!   seed);
 //! - `synthetic_model` ([`SyntheticModel`]): the analytic sizes of the MLP, nothing measured;
-//! - `phases` ([`PhaseRow`], one per protocol step, named by [`Phase`]).
+//! - `phases` ([`PhaseRow`], one per protocol step, named by [`Phase`]);
+//! - `graph` ([`graph::GraphSection`]), optional: the CUDA-graph floor (`--graph-replays`).
 //!
 //! It depends on no other measurement module (not on the worker, the measurement run or the
 //! report), so that every one of them can depend on it.
@@ -19,6 +20,7 @@
 mod configuration;
 mod environment;
 mod file;
+pub mod graph;
 mod model;
 mod phase;
 
@@ -76,6 +78,9 @@ pub struct Document {
     pub synthetic_model: SyntheticModel,
     /// One row per step, in order.
     pub phases: Vec<PhaseRow>,
+    /// The CUDA-graph floor (`--graph-replays`); absent (or null) when not asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<graph::GraphSection>,
 }
 
 impl Document {

@@ -12,9 +12,15 @@
 //   fields allocated_bytes[AGGREGATE] / reserved_bytes[AGGREGATE];
 // - torch.cuda.reset_peak_memory_stats() is resetPeakStats(device);
 // - torch.cuda.get_device_properties() reads at::cuda::getDeviceProperties();
-// - torch.cuda.Event(enable_timing=True) is a CUDA event on the current stream.
+// - torch.cuda.Event(enable_timing=True) is a CUDA event on the current stream;
+// - torch.cuda.CUDAGraph is at::cuda::CUDAGraph (keep_graph=false: capture_end instantiates),
+//   torch.cuda.Stream() is c10::cuda::getStreamFromPool (priority 0) and
+//   `with torch.cuda.stream(s)` sets the current stream and restores the previous one
+//   (done here with setCurrentCUDAStream: c10/cuda/CUDAGuard.h would pull in inline code that
+//   calls the CUDA runtime directly, which this binary does not link).
 
 #include <ATen/Context.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/Event.h>
 #include <c10/core/InferenceMode.h>
@@ -60,6 +66,11 @@ int guarded(char* err, size_t len, F body) {
   }
   return 1;
 }
+
+// The stream that was current before lab_side_stream_enter, restored by lab_side_stream_exit.
+struct SideStream {
+  c10::cuda::CUDAStream previous;
+};
 
 }  // namespace
 
@@ -202,5 +213,60 @@ int lab_event_elapsed_ms(void* start, void* end, double* ms, char* err, size_t l
 
 // Frees an event made by lab_event_new.
 void lab_event_free(void* event) { delete static_cast<c10::Event*>(event); }
+
+// --- CUDA graph floor (docs/PROTOCOL.md §4.6) ---------------------------------------------
+
+// Makes a stream from libtorch's pool (torch.cuda.Stream()) the current stream of `device`
+// until lab_side_stream_exit; returns a handle, or null with a message.
+void* lab_side_stream_enter(int64_t device, char* err, size_t len) {
+  SideStream* side = nullptr;
+  guarded(err, len, [&] {
+    const auto index = static_cast<c10::DeviceIndex>(device);
+    side = new SideStream{c10::cuda::getCurrentCUDAStream(index)};
+    c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, index));
+  });
+  return side;
+}
+
+// Restores the stream that was current before lab_side_stream_enter.
+void lab_side_stream_exit(void* handle) {
+  auto* side = static_cast<SideStream*>(handle);
+  try {
+    c10::cuda::setCurrentCUDAStream(side->previous);
+  } catch (...) {
+  }
+  delete side;
+}
+
+// A new, empty CUDA graph (torch.cuda.CUDAGraph()); null with a message on failure.
+void* lab_graph_new(char* err, size_t len) {
+  at::cuda::CUDAGraph* graph = nullptr;
+  guarded(err, len, [&] { graph = new at::cuda::CUDAGraph(); });
+  return graph;
+}
+
+// Starts capturing the current (non-default) stream into `graph`, in the graph's own private
+// memory pool, global capture mode (graph.capture_begin() with its defaults).
+int lab_graph_capture_begin(void* graph, char* err, size_t len) {
+  return guarded(err, len, [&] { static_cast<at::cuda::CUDAGraph*>(graph)->capture_begin(); });
+}
+
+// Ends the capture and instantiates the graph (graph.capture_end()).
+int lab_graph_capture_end(void* graph, char* err, size_t len) {
+  return guarded(err, len, [&] { static_cast<at::cuda::CUDAGraph*>(graph)->capture_end(); });
+}
+
+// Launches the captured work once on the current stream (graph.replay()); does not wait.
+int lab_graph_replay(void* graph, char* err, size_t len) {
+  return guarded(err, len, [&] { static_cast<at::cuda::CUDAGraph*>(graph)->replay(); });
+}
+
+// Frees a graph made by lab_graph_new (its private pool goes back to the allocator's cache).
+void lab_graph_free(void* graph) {
+  try {
+    delete static_cast<at::cuda::CUDAGraph*>(graph);
+  } catch (...) {
+  }
+}
 
 }  // extern "C"
