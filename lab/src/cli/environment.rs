@@ -2,15 +2,18 @@
 //! diagnostic: it exits 0 and says "not available" (and why) when something is missing.
 
 use lab::environment::{query_driver, EnvironmentReport};
+use lab::fleet::{self, Devices};
 use lab::measure::parse_device;
 use lab::worker::{self, Unavailable, WorkerReply, WorkerRequest};
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 /// Flags of `lab environment`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to describe, `cuda:N` (no default: the device is always named explicitly).
-    #[arg(long, value_name = "cuda:N")]
+    /// GPU to describe, `cuda:N` (no default: the device is always named explicitly); `all`
+    /// or a list `cuda:0,cuda:1` asks one worker per GPU at once and compares them.
+    #[arg(long, value_name = "cuda:N|all|LIST")]
     device: String,
     /// Print one JSON object instead of the report.
     #[arg(long)]
@@ -23,19 +26,144 @@ pub struct Args {
 
 /// Runs `lab environment`; always succeeds (what is missing is part of the report).
 pub fn run(args: Args) -> lab::Result<()> {
-    let mut report = EnvironmentReport::new(&args.device);
+    if let Ok(devices) = Devices::parse(&args.device) {
+        if devices.is_several() {
+            return run_several(&devices, &args);
+        }
+    }
+    let report = report(&args.device, args.worker.as_deref());
+    if args.json {
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", report.text());
+    }
+    Ok(())
+}
+
+/// `--device all|LIST`: one report per GPU, asked at once, then a comparison of what the GPUs
+/// announce (name, memory, compute capability, multiprocessors). When the GPU count cannot be
+/// learnt, or a listed GPU does not exist, the report of cuda:0 says why.
+fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
+    let mut first = report("cuda:0", args.worker.as_deref());
+    let indices = match first.device_count.map(|count| devices.resolve(count)) {
+        Some(Ok(indices)) => indices,
+        Some(Err(e)) => {
+            first.problems.push(e.to_string());
+            return print_several(&[first], args.json);
+        }
+        None => return print_several(&[first], args.json),
+    };
+    let reports: Vec<EnvironmentReport> = fleet::run_each(&indices, |index| {
+        Ok(report(&format!("cuda:{index}"), args.worker.as_deref()))
+    })
+    .into_iter()
+    .filter_map(|(_, r)| r.ok())
+    .collect();
+    print_several(&reports, args.json)
+}
+
+/// Prints the reports (text: one after the other, then the comparison; JSON: one object with
+/// `devices` and `flags`).
+fn print_several(reports: &[EnvironmentReport], json: bool) -> lab::Result<()> {
+    let (table, flags) = compare_reports(reports);
+    if json {
+        let value = serde_json::json!({ "devices": reports, "flags": flags });
+        let text = serde_json::to_string_pretty(&value)
+            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    for report in reports {
+        println!("== {} ==", report.device);
+        print!("{}", report.text());
+    }
+    if reports.len() > 1 {
+        print!("{table}");
+        for flag in &flags {
+            println!("FLAGGED {flag}");
+        }
+        if flags.is_empty() {
+            println!("every GPU answered with the same name, memory and compute capability");
+        }
+    }
+    Ok(())
+}
+
+/// The comparison table of several reports and the flags: a GPU that did not answer, one that
+/// announces less memory than the largest, one with another name or compute capability.
+fn compare_reports(reports: &[EnvironmentReport]) -> (String, Vec<String>) {
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "{:<8} {:<24} {:>17} {:>8} {:>6}",
+        "device", "name", "memory bytes", "compute", "SMs"
+    );
+    let largest = reports
+        .iter()
+        .filter_map(|r| r.device_info.as_ref().map(|d| d.total_memory_bytes))
+        .max();
+    let first = reports.iter().find_map(|r| r.device_info.as_ref());
+    let mut flags = Vec::new();
+    for report in reports {
+        let Some(info) = &report.device_info else {
+            let _ = writeln!(table, "{:<8} not available", report.device);
+            flags.push(format!(
+                "{}: did not answer ({})",
+                report.device,
+                report.problems.join("; ")
+            ));
+            continue;
+        };
+        let _ = writeln!(
+            table,
+            "{:<8} {:<24} {:>17} {:>8} {:>6}",
+            report.device,
+            info.name,
+            info.total_memory_bytes,
+            info.compute_capability,
+            info.multiprocessor_count
+        );
+        if let Some(largest) = largest.filter(|l| *l > info.total_memory_bytes) {
+            flags.push(format!(
+                "{}: announces {} B, {} B less than the largest GPU",
+                report.device,
+                info.total_memory_bytes,
+                largest - info.total_memory_bytes
+            ));
+        }
+        if let Some(first) = first {
+            if first.name != info.name || first.compute_capability != info.compute_capability {
+                flags.push(format!(
+                    "{}: {} (compute {}) differs from {} (compute {})",
+                    report.device,
+                    info.name,
+                    info.compute_capability,
+                    first.name,
+                    first.compute_capability
+                ));
+            }
+        }
+    }
+    (table, flags)
+}
+
+/// What the worker (and the driver tool) say about `device`; what is missing is in `problems`.
+fn report(device: &str, worker_path: Option<&Path>) -> EnvironmentReport {
+    let mut report = EnvironmentReport::new(device);
     report.driver = query_driver();
     // A device that is not `cuda:N` is reported as such, but libtorch's own facts (version,
     // build, GPU count) are still worth showing, as `mesure_memoire.py environment` does: the
     // worker is asked about cuda:0 and only those facts are kept.
-    let index = match parse_device(&args.device) {
+    let index = match parse_device(device) {
         Ok(index) => Some(index),
         Err(e) => {
             report.problems.push(e.to_string());
             None
         }
     };
-    match worker::locate(args.worker.as_deref()) {
+    match worker::locate(worker_path) {
         Err(u) => report.problems.push(u.message()),
         Ok(path) => {
             report.worker = Some(path.display().to_string());
@@ -80,12 +208,5 @@ pub fn run(args: Args) -> lab::Result<()> {
             }
         }
     }
-    if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
-        println!("{text}");
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(())
+    report
 }
