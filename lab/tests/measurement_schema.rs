@@ -334,3 +334,81 @@ fn the_graph_section_is_optional_and_checked() {
         .remove("median_gpu_seconds_per_forward");
     assert!(!errors(&validator, &wrong).is_empty());
 }
+
+/// The graph-floor documents of examples/h200/graph/ (both twins, small and large, three
+/// dtypes) and the two-GPU documents of examples/h200x2/: valid, with a graph, the twins'
+/// graph counters identical, the two GPUs' counters identical, and the small float32 floor
+/// within ±30 % of the 7.6 µs measured before with torch.cuda.CUDAGraph (BENCHMARKS.md).
+#[test]
+fn graph_and_two_gpu_examples_agree() {
+    let validator = validator();
+    let read = |path: PathBuf| -> (Value, Document) {
+        let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let value: Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(
+            errors(&validator, &value),
+            Vec::<String>::new(),
+            "{}",
+            path.display()
+        );
+        (value, lab::document::parse(&text).unwrap())
+    };
+    let folder = root().join("examples/h200/graph");
+    for config in ["small", "large"] {
+        for dtype in ["float32", "float16", "bfloat16"] {
+            let (_, rust) = read(folder.join(format!("rust-{config}-{dtype}.json")));
+            let (_, python) = read(folder.join(format!("python-{config}-{dtype}.json")));
+            assert_eq!(rust.tool.implementation, "rust");
+            assert_eq!(python.tool.implementation, "python");
+            let (r, p) = (rust.graph.unwrap(), python.graph.unwrap());
+            assert_eq!(r.capture, p.capture, "{config} {dtype}");
+            assert_eq!(r.replay, p.replay, "{config} {dtype}");
+            assert_eq!((r.replays, r.batches), (p.replays, p.batches));
+            // A graph keeps its own pool: capture reserves more; replays allocate nothing.
+            assert!(r.capture.end_reserved_bytes > r.capture.baseline_reserved_bytes);
+            assert_eq!(
+                r.replay.end_allocated_bytes,
+                r.replay.baseline_allocated_bytes
+            );
+            assert_eq!(
+                r.replay.end_reserved_bytes,
+                r.replay.baseline_reserved_bytes
+            );
+            for (a, b) in rust.phases.iter().zip(&python.phases) {
+                assert_eq!(a.peak_allocated_bytes, b.peak_allocated_bytes);
+                assert_eq!(a.end_reserved_bytes, b.end_reserved_bytes);
+            }
+            if (config, dtype) == ("small", "float32") {
+                for floor in [
+                    r.median_gpu_seconds_per_forward,
+                    p.median_gpu_seconds_per_forward,
+                ] {
+                    assert!((floor - 7.6e-6).abs() <= 0.3 * 7.6e-6, "{floor}");
+                }
+            }
+        }
+    }
+    let pair = root().join("examples/h200x2");
+    let (_, first) = read(pair.join("cuda-0.json"));
+    let (_, second) = read(pair.join("cuda-1.json"));
+    assert_eq!(first.configuration.device, "cuda:0");
+    assert_eq!(second.configuration.device, "cuda:1");
+    assert_eq!(first.environment.device_count, 2);
+    let counters = |d: &Document| -> Vec<u64> {
+        d.phases
+            .iter()
+            .flat_map(|r| {
+                [
+                    r.peak_allocated_bytes,
+                    r.peak_reserved_bytes,
+                    r.end_allocated_bytes,
+                ]
+            })
+            .collect()
+    };
+    assert_eq!(counters(&first), counters(&second));
+    let comparison: Value =
+        serde_json::from_slice(&std::fs::read(pair.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(comparison["flagged"], false);
+    assert_eq!(comparison["gpus"][1]["counters_match"], true);
+}
