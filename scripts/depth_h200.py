@@ -10,8 +10,11 @@ Steps (``--steps``, comma-separated, in this order):
   documents of examples/h200/graph/; checks that the graph counters agree between the twins;
 * ``ratio``: the small configurations again, PROCESSES fresh processes per implementation with
   ``--repeats 50``: Rust / Python warm-forward wall (medians over all warm rows);
-* ``sweep``: ``lab sweep --vary batch`` at width 4096, context 2048, float32 on cuda:0 (and, with
-  ``--sweep-devices``, on several GPUs), timed from start to summary;
+* ``profile``: where a sweep point's time goes (process start and CUDA initialisation, a tiny
+  point, a large fitted point, an out-of-memory point);
+* ``sweep``: ``lab sweep --vary batch`` at width 4096, context 2048, float32 on cuda:0 with the
+  previous search (``--lab-before``) and this one (and, with ``--sweep-devices``, on several
+  GPUs), timed from start to summary;
 * ``fleet``: ``lab environment --device all`` and ``lab measure --device all`` (small float32).
 
 Everything lands under OUT/depth/ and is packed into OUT/depth.tar.gz (the device tool brings
@@ -146,14 +149,19 @@ def step_ratio(args, out, summary):
 
 
 def step_sweep(args, out, summary):
-    """The batch sweep at width 4096, context 2048, float32; timed."""
+    """The batch sweep at width 4096, context 2048, float32, timed: with the previous search
+    (``--lab-before``, doubling and bisection), then with this one on cuda:0, then on the GPUs
+    of ``--sweep-devices``."""
     result = {}
-    for label, devices in (("one", "cuda:0"), ("several", args.sweep_devices)):
-        if not devices:
+    runs = [("before", args.lab_before, "cuda:0"), ("after", args.lab, "cuda:0")]
+    if args.sweep_devices:
+        runs.append(("after-several", args.lab, args.sweep_devices))
+    for label, lab, devices in runs:
+        if not lab:
             continue
         folder = os.path.join(out, f"sweep-{label}")
         command = [
-            args.lab, "sweep", "--device", devices, "--vary", "batch", "--from", "1", "--to", "1024",
+            lab, "sweep", "--device", devices, "--vary", "batch", "--from", "1", "--to", "1024",
             "--width", "4096", "--context", "2048", "--dtype", "float32", "--output-dir", folder,
         ]
         done, seconds = timed(command, timeout=900)
@@ -161,8 +169,45 @@ def step_sweep(args, out, summary):
         log(done.stdout[-3000:])
         if done.returncode != 0:
             log(done.stderr[-2000:])
-        result[label] = {"seconds": seconds, "exit": done.returncode, "devices": devices}
+        points = sorted(
+            name for name in os.listdir(folder) if name.endswith(".json")
+        ) if os.path.isdir(folder) else []
+        phase_seconds = {}
+        for name in points:
+            with open(os.path.join(folder, name), encoding="utf-8") as stream:
+                document = json.load(stream)
+            phase_seconds[name] = {
+                row["phase"]: phase_seconds.get(name, {}).get(row["phase"], 0) + row["wall_seconds"]
+                for row in document["phases"]
+            }
+        result[label] = {"seconds": seconds, "exit": done.returncode, "devices": devices,
+                         "fitted_point_phase_wall_seconds": phase_seconds}
     summary["sweep"] = result
+
+
+def step_profile(args, out, summary):
+    """Where one sweep point's time goes: process start and CUDA initialisation (lab
+    environment), a tiny measurement, a large fitted point and an out-of-memory point."""
+    folder = os.path.join(out, "profile")
+    os.makedirs(folder, exist_ok=True)
+    result = {}
+    done, seconds = timed([args.lab, "environment", "--device", "cuda:0"])
+    result["environment_process_seconds"] = seconds
+    for label, batch in (("batch-1", 1), ("batch-480", 480), ("batch-600-oom", 600)):
+        path = os.path.join(folder, f"{label}.json")
+        command = [args.lab, "measure", "--device", "cuda:0", "--batch", str(batch), "--context", "2048",
+                   "--width", "4096", "--dtype", "float32", "--output", path]
+        done, seconds = timed(command)
+        entry = {"process_seconds": seconds, "exit": done.returncode}
+        if done.returncode == 0:
+            with open(path, encoding="utf-8") as stream:
+                document = json.load(stream)
+            entry["phase_wall_seconds"] = [[r["phase"], r["wall_seconds"], r["gpu_seconds"]] for r in document["phases"]]
+        else:
+            entry["stderr"] = done.stderr[-500:]
+        result[label] = entry
+        log(f"profile {label}: {json.dumps(entry)}")
+    summary["profile"] = result
 
 
 def step_fleet(args, out, summary):
@@ -191,11 +236,13 @@ def main():
     parser.add_argument("--replays", type=int, default=1000)
     parser.add_argument("--processes", type=int, default=5)
     parser.add_argument("--sweep-devices", default="")
+    parser.add_argument("--lab-before", default="", help="a lab with the previous sweep search")
     args = parser.parse_args()
     out = os.path.join(args.out, "depth")
     os.makedirs(out, exist_ok=True)
     summary = {}
-    steps = {"graph": step_graph, "ratio": step_ratio, "sweep": step_sweep, "fleet": step_fleet}
+    steps = {"graph": step_graph, "ratio": step_ratio, "sweep": step_sweep, "fleet": step_fleet,
+             "profile": step_profile}
     for name in args.steps.split(","):
         began = time.perf_counter()
         try:

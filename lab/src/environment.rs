@@ -318,6 +318,7 @@ mod tests {
             }),
             device_problem: None,
             tf32_matmul_allowed: Some(false),
+            free_memory_bytes: None,
         };
         let mut report = EnvironmentReport::new("cuda:0");
         report.absorb(&worker);

@@ -30,6 +30,7 @@ pub mod output;
 pub mod pricing;
 pub mod record;
 pub mod report;
+pub mod search;
 pub mod sweep;
 pub mod table;
 pub mod text;

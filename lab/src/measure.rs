@@ -182,6 +182,25 @@ pub fn run_with_graph(
     graph_replays: Option<u64>,
     worker: &Path,
 ) -> Result<Document> {
+    run_measured(configuration, graph_replays, worker).map(|m| m.document)
+}
+
+/// A measurement and what the worker saw beside it that is not part of the document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// The checked document.
+    pub document: Document,
+    /// Free bytes of the GPU when the worker started (after CUDA initialisation, before the
+    /// first tensor); `lab sweep` uses it as the capacity of its memory model.
+    pub free_memory_bytes_at_start: Option<u64>,
+}
+
+/// [`run_with_graph`], also returning the worker's free-memory reading. Same errors.
+pub fn run_measured(
+    configuration: &Configuration,
+    graph_replays: Option<u64>,
+    worker: &Path,
+) -> Result<Measured> {
     let synthetic_model = configuration.sizes()?;
     let index = configuration.device_index()?;
     let created_utc = document::utc_now();
@@ -219,7 +238,10 @@ pub fn run_with_graph(
             "the GPU worker's rows are not a valid measurement ({e}); no file was written"
         ))
     })?;
-    Ok(document)
+    Ok(Measured {
+        document,
+        free_memory_bytes_at_start: measured.environment.free_memory_bytes,
+    })
 }
 
 /// The document's environment from the worker's report of GPU `index`.

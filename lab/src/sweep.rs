@@ -14,6 +14,7 @@
 
 use crate::digest::sha256_hex;
 use crate::document::{self, Configuration, Document};
+use crate::search::{Observation, Search};
 use crate::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde::Serialize;
@@ -60,39 +61,7 @@ impl std::fmt::Display for Dimension {
     }
 }
 
-/// The range a sweep explores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Bounds {
-    /// First (smallest) value measured; at least 1.
-    pub from: u64,
-    /// Largest value measured; at least `from`.
-    pub to: u64,
-    /// Bisection stops when the largest fitted and smallest out-of-memory values are at most
-    /// this far apart; at least 1.
-    pub resolution: u64,
-}
-
-impl Bounds {
-    /// Checks and builds bounds: `1 <= from <= to`, `resolution >= 1`.
-    pub fn new(from: u64, to: u64, resolution: u64) -> Result<Self> {
-        if from == 0 {
-            return Err(Error::usage("--from must be a positive integer"));
-        }
-        if to < from {
-            return Err(Error::usage(format!(
-                "--to ({to}) must be at least --from ({from})"
-            )));
-        }
-        if resolution == 0 {
-            return Err(Error::usage("--resolution must be a positive integer"));
-        }
-        Ok(Bounds {
-            from,
-            to,
-            resolution,
-        })
-    }
-}
+pub use crate::search::Bounds;
 
 /// What one fitted point measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -109,6 +78,10 @@ pub struct FittedPoint {
     pub total_memory_bytes: u64,
     /// Median warm-forward wall time, seconds.
     pub warm_forward_median_wall_seconds: Option<f64>,
+    /// Free GPU memory when the point's worker started (after CUDA initialisation), bytes;
+    /// what the search's memory model takes as the capacity ([`crate::search`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_memory_bytes_at_start: Option<u64>,
 }
 
 impl FittedPoint {
@@ -121,6 +94,7 @@ impl FittedPoint {
             peak_reserved_bytes: document.peak_reserved_bytes(),
             total_memory_bytes: document.environment.total_memory_bytes,
             warm_forward_median_wall_seconds: document.warm_forward_median_wall_seconds(),
+            free_memory_bytes_at_start: None,
         }
     }
 
@@ -170,6 +144,24 @@ pub trait MeasurementRunner {
     /// Measures one point. Out of memory is `Ok(PointOutcome::OutOfMemory)`; any other failure
     /// is an `Err` (a missing prerequisite as [`Error::Usage`]) and ends the sweep.
     fn measure(&mut self, value: u64) -> Result<PointOutcome>;
+
+    /// How many points it measures at once (one per GPU); 1 by default.
+    fn parallelism(&self) -> usize {
+        1
+    }
+
+    /// Measures several points, one result per value in order; by default one after the other.
+    fn measure_many(&mut self, values: &[u64]) -> Vec<Result<PointOutcome>> {
+        values.iter().map(|v| self.measure(*v)).collect()
+    }
+
+    /// The analytic bytes (weights, input, forward peak: [`crate::document::SyntheticModel`])
+    /// of the point at `value`, for the search's memory model ([`crate::search`]); `None` (the
+    /// default) leaves the search to doubling and bisection.
+    fn model_bytes(&self, value: u64) -> Option<u64> {
+        let _ = value;
+        None
+    }
 }
 
 /// How a sweep ended.
@@ -303,34 +295,8 @@ pub enum Event<'a> {
     Finished(&'a SweepPoint),
 }
 
-/// The next value to measure, given the largest value that fitted and the smallest that ran
-/// out of memory so far; `None` when the search is over.
-///
-/// Doubling from `bounds.from` (capped at `bounds.to`) while nothing ran out of memory; then
-/// bisection (midpoint rounded down) until the gap is at most `bounds.resolution`. Nothing is
-/// tried below `from`: when `from` itself runs out of memory the sweep ends.
-pub fn next_value(bounds: &Bounds, fitted: Option<u64>, out_of_memory: Option<u64>) -> Option<u64> {
-    match (fitted, out_of_memory) {
-        (None, None) => Some(bounds.from),
-        (None, Some(_)) => None,
-        (Some(lo), None) => {
-            if lo >= bounds.to {
-                None
-            } else {
-                Some(lo.saturating_mul(2).min(bounds.to))
-            }
-        }
-        (Some(lo), Some(hi)) => {
-            if hi <= lo || hi - lo <= bounds.resolution {
-                None
-            } else {
-                Some(lo + (hi - lo) / 2)
-            }
-        }
-    }
-}
-
-/// Runs a sweep: one call of `runner` per point until [`next_value`] says stop, `stop` is set,
+/// Runs a sweep: rounds of points chosen by [`crate::search::Search`] (one point per GPU of
+/// `runner` in each round) until the search is over, `stop` is set,
 /// or a point fails. `on_event` sees each point start and finish.
 ///
 /// A point whose measurement returned after `stop` was set is kept only if it fitted (its file
@@ -349,46 +315,69 @@ pub fn run_sweep(
         points: Vec::new(),
         end: SweepEnd::Completed,
     };
-    let mut fitted: Option<u64> = None;
-    let mut out_of_memory: Option<u64> = None;
-    while let Some(value) = next_value(&bounds, fitted, out_of_memory) {
+    let mut search = Search::new(bounds);
+    let k = runner.parallelism().max(1);
+    'rounds: loop {
+        let model = |value: u64| runner.model_bytes(value);
+        let values = search.next(k, Some(&model));
+        if values.is_empty() {
+            break;
+        }
         if stop.load(Ordering::SeqCst) {
             result.end = SweepEnd::Interrupted { at: None };
             break;
         }
-        let step = result.points.len() + 1;
-        on_event(Event::Starting { step, value });
-        let outcome = runner.measure(value);
+        let first_step = result.points.len() + 1;
+        for (i, value) in values.iter().enumerate() {
+            on_event(Event::Starting {
+                step: first_step + i,
+                value: *value,
+            });
+        }
+        let outcomes = runner.measure_many(&values);
         let interrupted = stop.load(Ordering::SeqCst);
-        let outcome = match outcome {
-            Ok(outcome @ PointOutcome::Fitted(_)) => outcome,
-            _ if interrupted => {
-                result.end = SweepEnd::Interrupted { at: Some(value) };
-                break;
-            }
-            Ok(outcome) => outcome,
-            Err(error) => {
-                result.end = SweepEnd::Failed {
-                    value,
-                    exit_code: error.exit_code(),
-                    message: error.to_string(),
-                };
-                break;
-            }
-        };
-        match outcome {
-            PointOutcome::Fitted(_) => fitted = Some(fitted.map_or(value, |f| f.max(value))),
-            PointOutcome::OutOfMemory { .. } => {
-                out_of_memory = Some(out_of_memory.map_or(value, |o| o.min(value)))
+        let mut observed = Vec::new();
+        let mut ended = None;
+        for (value, outcome) in values.iter().copied().zip(outcomes) {
+            let outcome = match outcome {
+                Ok(outcome @ PointOutcome::Fitted(_)) => outcome,
+                _ if interrupted => {
+                    ended.get_or_insert(SweepEnd::Interrupted { at: Some(value) });
+                    continue;
+                }
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    ended.get_or_insert(SweepEnd::Failed {
+                        value,
+                        exit_code: error.exit_code(),
+                        message: error.to_string(),
+                    });
+                    continue;
+                }
+            };
+            observed.push((
+                value,
+                match &outcome {
+                    PointOutcome::Fitted(point) => Observation::Fitted {
+                        peak_reserved_bytes: point.peak_reserved_bytes,
+                        free_memory_bytes: point.free_memory_bytes_at_start,
+                    },
+                    PointOutcome::OutOfMemory { .. } => Observation::OutOfMemory,
+                },
+            ));
+            result.points.push(SweepPoint {
+                step: result.points.len() + 1,
+                value,
+                outcome,
+            });
+            if let Some(point) = result.points.last() {
+                on_event(Event::Finished(point));
             }
         }
-        result.points.push(SweepPoint {
-            step,
-            value,
-            outcome,
-        });
-        if let Some(point) = result.points.last() {
-            on_event(Event::Finished(point));
+        search.record(&observed);
+        if let Some(end) = ended {
+            result.end = end;
+            break 'rounds;
         }
         if interrupted {
             result.end = SweepEnd::Interrupted { at: None };
@@ -403,8 +392,9 @@ pub fn point_file_name(dimension: Dimension, value: u64) -> String {
     format!("{dimension}-{value}.json")
 }
 
-/// Runs each point through [`crate::measure::run`] (a fresh worker process per point) and
-/// writes its document to `DIR/<dimension>-<value>.json`.
+/// Runs each point through [`crate::measure::run_measured`] (a fresh worker process per point)
+/// and writes its document to `DIR/<dimension>-<value>.json`. With several `devices`, a round
+/// measures one point per GPU at the same time (each point's document names its GPU).
 ///
 /// The worker's `out_of_memory` error ([`Error::OutOfMemory`]) ->
 /// [`PointOutcome::OutOfMemory`]; a usage error (missing worker, libtorch or GPU) is returned
@@ -419,27 +409,73 @@ pub struct WorkerRunner {
     pub dimension: Dimension,
     /// The (new) sweep folder.
     pub output_dir: PathBuf,
+    /// The GPUs to measure on, at least one (`base.device` is replaced by each in turn).
+    pub devices: Vec<u32>,
+    /// `--graph-replays` of every point.
+    pub graph_replays: Option<u64>,
+}
+
+impl WorkerRunner {
+    /// Measures `value` on GPU `device` and writes its document.
+    fn measure_on(&self, value: u64, device: u32) -> Result<PointOutcome> {
+        let mut configuration = self.dimension.apply(&self.base, value);
+        configuration.device = format!("cuda:{device}");
+        let point = format!("{}={value}", self.dimension);
+        let measured =
+            match crate::measure::run_measured(&configuration, self.graph_replays, &self.worker) {
+                Ok(measured) => measured,
+                Err(Error::OutOfMemory(message)) => {
+                    return Ok(PointOutcome::OutOfMemory { message })
+                }
+                Err(Error::Runtime(message)) => {
+                    return Err(Error::runtime(format!("{point}: {message}")))
+                }
+                Err(error) => return Err(error),
+            };
+        let file = self.output_dir.join(point_file_name(self.dimension, value));
+        let bytes = document::write_new(&file, &measured.document)?;
+        let mut fitted = FittedPoint::new(file, sha256_hex(&bytes), &measured.document);
+        fitted.free_memory_bytes_at_start = measured.free_memory_bytes_at_start;
+        Ok(PointOutcome::Fitted(fitted))
+    }
 }
 
 impl MeasurementRunner for WorkerRunner {
     fn measure(&mut self, value: u64) -> Result<PointOutcome> {
-        let configuration = self.dimension.apply(&self.base, value);
-        let point = format!("{}={value}", self.dimension);
-        let document = match crate::measure::run(&configuration, &self.worker) {
-            Ok(document) => document,
-            Err(Error::OutOfMemory(message)) => return Ok(PointOutcome::OutOfMemory { message }),
-            Err(Error::Runtime(message)) => {
-                return Err(Error::runtime(format!("{point}: {message}")))
-            }
-            Err(error) => return Err(error),
-        };
-        let file = self.output_dir.join(point_file_name(self.dimension, value));
-        let bytes = document::write_new(&file, &document)?;
-        Ok(PointOutcome::Fitted(FittedPoint::new(
-            file,
-            sha256_hex(&bytes),
-            &document,
-        )))
+        self.measure_on(value, self.devices.first().copied().unwrap_or(0))
+    }
+
+    fn parallelism(&self) -> usize {
+        self.devices.len().max(1)
+    }
+
+    fn measure_many(&mut self, values: &[u64]) -> Vec<Result<PointOutcome>> {
+        if values.len() <= 1 {
+            return values.iter().map(|v| self.measure(*v)).collect();
+        }
+        let this = &*self;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = values
+                .iter()
+                .zip(this.devices.iter().cycle())
+                .map(|(&value, &device)| scope.spawn(move || this.measure_on(value, device)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::runtime("a sweep point's thread panicked")))
+                })
+                .collect()
+        })
+    }
+
+    fn model_bytes(&self, value: u64) -> Option<u64> {
+        let model = self.dimension.apply(&self.base, value).sizes().ok()?;
+        model
+            .predicted_weight_allocation()
+            .checked_add(model.predicted_input_allocation())?
+            .checked_add(model.predicted_forward_peak_extra())
     }
 }
 
@@ -569,6 +605,7 @@ mod tests {
             peak_reserved_bytes: value.saturating_mul(1024),
             total_memory_bytes: 1 << 30,
             warm_forward_median_wall_seconds: Some(0.001),
+            free_memory_bytes_at_start: None,
         })
     }
 
@@ -820,5 +857,84 @@ mod tests {
         assert_eq!(Dimension::Batch.apply(&base, 8).batch, 8);
         assert_eq!(Dimension::Width.apply(&base, 9).width, 9);
         assert_eq!(point_file_name(Dimension::Batch, 8), "batch-8.json");
+    }
+
+    /// A runner of `gpus` GPUs with a memory model: need(v) = 1000·v + 50_000 analytic bytes,
+    /// 4096 more in reality; 1_000_000 bytes free; each round's values are logged.
+    struct Fleet {
+        gpus: usize,
+        rounds: Vec<Vec<u64>>,
+    }
+
+    impl MeasurementRunner for Fleet {
+        fn measure(&mut self, value: u64) -> Result<PointOutcome> {
+            self.measure_many(&[value]).remove(0)
+        }
+
+        fn parallelism(&self) -> usize {
+            self.gpus
+        }
+
+        fn measure_many(&mut self, values: &[u64]) -> Vec<Result<PointOutcome>> {
+            assert!(values.len() <= self.gpus);
+            self.rounds.push(values.to_vec());
+            values
+                .iter()
+                .map(|&v| {
+                    let need = 1000 * v + 50_000 + 4096;
+                    Ok(if need <= 1_000_000 {
+                        let mut point = match fitted(v) {
+                            PointOutcome::Fitted(p) => p,
+                            PointOutcome::OutOfMemory { .. } => unreachable!(),
+                        };
+                        point.peak_reserved_bytes = need;
+                        point.free_memory_bytes_at_start = Some(1_000_000);
+                        PointOutcome::Fitted(point)
+                    } else {
+                        PointOutcome::OutOfMemory {
+                            message: "CUDA out of memory".into(),
+                        }
+                    })
+                })
+                .collect()
+        }
+
+        fn model_bytes(&self, value: u64) -> Option<u64> {
+            Some(1000 * value + 50_000)
+        }
+    }
+
+    #[test]
+    fn rounds_of_several_gpus_find_the_limit_in_fewer_rounds() {
+        // (1_000_000 - 54_096) / 1000 = 945.9: the limit is 945.
+        let stop = AtomicBool::new(false);
+        let bounds = Bounds::new(1, 4096, 1).unwrap();
+        let mut counts = Vec::new();
+        for gpus in [1, 2, 3] {
+            let mut fleet = Fleet {
+                gpus,
+                rounds: Vec::new(),
+            };
+            let mut started = Vec::new();
+            let result = run_sweep(Dimension::Batch, bounds, &mut fleet, &stop, &mut |e| {
+                if let Event::Starting { step, value } = e {
+                    started.push((step, value));
+                }
+            });
+            assert_eq!(result.end, SweepEnd::Completed);
+            assert_eq!(result.largest_fitted().unwrap().0.value, 945, "{gpus}");
+            assert_eq!(result.smallest_out_of_memory(), Some(946), "{gpus}");
+            // Steps are numbered in the order the points were started, one per point.
+            let steps: Vec<usize> = result.points.iter().map(|p| p.step).collect();
+            assert_eq!(steps, (1..=result.points.len()).collect::<Vec<_>>());
+            assert_eq!(started.len(), result.points.len());
+            counts.push(fleet.rounds.len());
+        }
+        // The model aims at the limit: a handful of rounds, fewer with more GPUs.
+        assert!(counts[0] <= 4, "{counts:?}");
+        assert!(
+            counts[1] < counts[0] && counts[2] <= counts[1],
+            "{counts:?}"
+        );
     }
 }

@@ -81,6 +81,11 @@ pub struct WorkerEnvironment {
     pub device_problem: Option<String>,
     /// Whether float32 matmuls may use TF32, once CUDA is initialised.
     pub tf32_matmul_allowed: Option<bool>,
+    /// Free bytes of the asked GPU right after CUDA initialisation, before any tensor
+    /// (`cudaMemGetInfo`): what `lab sweep`'s memory model takes as the capacity. Not part of
+    /// the measurement document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_memory_bytes: Option<u64>,
 }
 
 /// The measured rows and the environment they were measured in.

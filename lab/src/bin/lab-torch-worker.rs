@@ -49,6 +49,13 @@ extern "C" {
     ) -> i32;
     fn lab_memory_stats(device: i64, out: *mut i64, err: *mut c_char, len: usize) -> i32;
     fn lab_reset_peak_stats(device: i64, err: *mut c_char, len: usize) -> i32;
+    fn lab_memory_info(
+        device: i64,
+        free_bytes: *mut i64,
+        total_bytes: *mut i64,
+        err: *mut c_char,
+        len: usize,
+    ) -> i32;
     fn lab_synchronize(err: *mut c_char, len: usize) -> i32;
     fn lab_tf32_matmul_allowed() -> i32;
     fn lab_inference_mode_enter() -> *mut c_void;
@@ -331,6 +338,7 @@ fn describe(index: u32) -> WorkerEnvironment {
         device: None,
         device_problem: None,
         tf32_matmul_allowed: None,
+        free_memory_bytes: None,
     };
     let built = env
         .libtorch
@@ -395,6 +403,12 @@ fn describe(index: u32) -> WorkerEnvironment {
             // SAFETY: plain call.
             let tf32 = unsafe { lab_tf32_matmul_allowed() };
             env.tf32_matmul_allowed = (tf32 >= 0).then_some(tf32 == 1);
+            let (mut free, mut total) = (0i64, 0i64);
+            // SAFETY: both out pointers are valid.
+            if shim(|e, l| unsafe { lab_memory_info(device, &mut free, &mut total, e, l) }).is_ok()
+            {
+                env.free_memory_bytes = u64::try_from(free).ok();
+            }
         }
         Err(message) => {
             env.device_problem = Some(format!("cuda:{index} could not be initialised: {message}"))

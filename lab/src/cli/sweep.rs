@@ -38,8 +38,9 @@ pub enum Vary {
 /// Flags of `lab sweep`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to measure on, e.g. `cuda:0` (no default, as for `lab measure`).
-    #[arg(long)]
+    /// GPU to measure on, e.g. `cuda:0` (no default, as for `lab measure`); `all` or a list
+    /// `cuda:0,cuda:1` measures one point per GPU at once (fewer rounds).
+    #[arg(long, value_name = "cuda:N|all|LIST")]
     device: String,
     /// The dimension to grow.
     #[arg(long, value_enum)]
@@ -70,6 +71,9 @@ pub struct Args {
     /// Element type, warm-up, repetitions and seed of every point, as for `lab measure`.
     #[command(flatten)]
     passes: super::measure::PassFlags,
+    /// `--graph-replays` of every point, as for `lab measure`.
+    #[command(flatten)]
+    graph: super::measure::GraphFlag,
     /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
     /// $LAB_TORCH_WORKER).
     #[arg(long, value_name = "PATH")]
@@ -146,8 +150,13 @@ pub fn run(args: Args) -> Result<()> {
             text.to_owned()
         }
     };
+    let devices = lab::fleet::Devices::parse(&args.device)?;
+    let first = match &devices {
+        lab::fleet::Devices::One(index) => format!("cuda:{index}"),
+        _ => "cuda:0".to_owned(),
+    };
     let checked = Configuration::from_flags(
-        &args.device,
+        &first,
         &pick(Dimension::Batch, batch),
         &pick(Dimension::Context, context),
         &pick(Dimension::Width, width),
@@ -158,8 +167,13 @@ pub fn run(args: Args) -> Result<()> {
     )?;
     // The varied dimension of `flags` is replaced at every point.
     let flags = checked;
+    let graph_replays = args.graph.replays()?;
     let worker =
         lab::worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    let devices = match devices {
+        lab::fleet::Devices::One(index) => vec![index],
+        several => several.resolve(super::measure::device_count(&worker)?)?,
+    };
     create_new_dir(&args.output_dir)?;
 
     // One handler per process; a failure to install it only loses the clean stop.
@@ -172,6 +186,8 @@ pub fn run(args: Args) -> Result<()> {
         base: flags.clone(),
         dimension,
         output_dir: args.output_dir.clone(),
+        devices,
+        graph_replays,
     };
     let progress = ProgressBar::new_spinner();
     progress.set_style(

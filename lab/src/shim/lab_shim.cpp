@@ -22,6 +22,7 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -144,6 +145,18 @@ int lab_memory_stats(int64_t device, int64_t* out, char* err, size_t len) {
     out[1] = stats.reserved_bytes[agg].current;
     out[2] = stats.allocated_bytes[agg].peak;
     out[3] = stats.reserved_bytes[agg].peak;
+  });
+}
+
+// Free and total bytes of `device` as the driver reports them (torch.cuda.mem_get_info),
+// through the device allocator's virtual getMemoryInfo (cudaMemGetInfo inside libc10_cuda).
+int lab_memory_info(int64_t device, int64_t* free_bytes, int64_t* total_bytes, char* err,
+                    size_t len) {
+  return guarded(err, len, [&] {
+    auto* allocator = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+    const auto info = allocator->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    *free_bytes = static_cast<int64_t>(info.first);
+    *total_bytes = static_cast<int64_t>(info.second);
   });
 }
 
