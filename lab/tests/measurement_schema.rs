@@ -412,3 +412,44 @@ fn graph_and_two_gpu_examples_agree() {
     assert_eq!(comparison["flagged"], false);
     assert_eq!(comparison["gpus"][1]["counters_match"], true);
 }
+
+/// The sweep speed-up on the H200 (examples/h200/sweep-speed, BENCHMARKS.md "Sweep speed"):
+/// the previous search, the model-guided one, and the model-guided one on two GPUs all find
+/// batch 492 (493 out of memory), with 14, 2 and 4 fitted documents, each valid.
+#[test]
+fn the_sweep_speed_examples_find_the_same_limit() {
+    let validator = validator();
+    let folder = root().join("examples/h200/sweep-speed");
+    for (run, fitted) in [("before", 14), ("after", 2), ("after-two-gpus", 4)] {
+        let dir = folder.join(run);
+        let mut documents = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                let value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                assert_eq!(
+                    errors(&validator, &value),
+                    Vec::<String>::new(),
+                    "{}",
+                    path.display()
+                );
+                documents += 1;
+            }
+        }
+        assert_eq!(documents, fitted, "{run}");
+        let mut reader = csv::Reader::from_path(dir.join("summary.csv")).unwrap();
+        let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+        let largest = rows
+            .iter()
+            .filter(|r| &r[7] == "fitted")
+            .map(|r| r[2].parse::<u64>().unwrap())
+            .max();
+        let smallest_oom = rows
+            .iter()
+            .filter(|r| &r[7] == "out_of_memory")
+            .map(|r| r[2].parse::<u64>().unwrap())
+            .min();
+        assert_eq!((largest, smallest_oom), (Some(492), Some(493)), "{run}");
+        assert!(rows.iter().all(|r| &r[16] == "completed"), "{run}");
+    }
+}

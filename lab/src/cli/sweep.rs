@@ -174,6 +174,13 @@ pub fn run(args: Args) -> Result<()> {
         lab::fleet::Devices::One(index) => vec![index],
         several => several.resolve(super::measure::device_count(&worker)?)?,
     };
+    // The summary names every GPU the points ran on.
+    let mut shown = flags.clone();
+    shown.device = devices
+        .iter()
+        .map(|i| format!("cuda:{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
     create_new_dir(&args.output_dir)?;
 
     // One handler per process; a failure to install it only loses the clean stop.
@@ -260,7 +267,7 @@ pub fn run(args: Args) -> Result<()> {
             &summary_path,
         ))?;
     } else {
-        emit(&[text_summary(&result, &flags, &summary_path)
+        emit(&[text_summary(&result, &shown, &summary_path)
             .trim_end()
             .to_owned()])?;
     }
