@@ -1,10 +1,11 @@
 //! Sweeping one dimension of the measurement up to the memory limit.
 //!
-//! The search runs one fresh measurement per point: it doubles the value from `--from` until a
-//! point runs out of memory or `--to` is reached, then bisects between the largest value that
-//! fitted and the smallest that ran out of memory until they are at most `resolution` apart.
-//! The measurement itself is behind [`MeasurementRunner`]: [`WorkerRunner`] calls
-//! [`crate::measure::run`] (the one measurement path, which `lab measure` uses too) once per
+//! The search runs one fresh measurement per point, in rounds of one point per GPU; which
+//! values it measures is [`crate::search`]'s: doubling then bisection (or a k-ary split), or,
+//! with the memory model, a prediction of the limit checked by the points around it, until the
+//! largest value that fitted and the smallest that ran out of memory are at most `resolution`
+//! apart. The measurement itself is behind [`MeasurementRunner`]: [`WorkerRunner`] calls
+//! [`crate::measure::run_measured`] (the one measurement path, which `lab measure` uses too) once per
 //! point, so every point runs in a fresh worker process; tests use a fake runner, or a fake
 //! worker through the binary. Out of memory is the worker's typed error
 //! ([`Error::OutOfMemory`]), never a message matched as text.
