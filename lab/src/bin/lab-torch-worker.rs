@@ -12,6 +12,10 @@
 //! freed as soon as GELU has produced its output, like `nn.Sequential`; the output of a pass
 //! is alive at its step's end reading and freed before the next step. Never falls back to
 //! the CPU: a GPU that is asked for and absent is an error.
+//!
+//! With `graph_replays` in the request, the CUDA-graph floor follows the phases
+//! (`measure_graph`, the same steps as `measure_graph` in `mesure_memoire.py`; what it records is
+//! described in `lab::document::graph`).
 
 use lab::document::graph::{
     GraphCounters, GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES,
