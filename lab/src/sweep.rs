@@ -982,9 +982,9 @@ mod tests {
         other.batch = 2;
         assert_eq!(
             check_point_document(&document, &other).unwrap_err(),
-            "configuration.batch = 1 (requested 2); synthetic_model.flops_per_forward = \
-             1048576 (requested 2097152); synthetic_model.input_bytes = 4096 (requested 8192); \
-             synthetic_model.output_bytes = 4096 (requested 8192)"
+            "configuration.batch = 1 (requested 2); synthetic_model.input_bytes = 4096 \
+             (requested 8192); synthetic_model.output_bytes = 4096 (requested 8192); \
+             synthetic_model.flops_per_forward = 1048576 (requested 2097152)"
         );
         for (change, field) in [
             (
@@ -1015,7 +1015,7 @@ mod tests {
         let error = check_point_document(&lying, &expected).unwrap_err();
         assert_eq!(
             error,
-            "synthetic_model.hidden = 512 (requested 256); synthetic_model.width = 128 (requested 64)"
+            "synthetic_model.width = 128 (requested 64); synthetic_model.hidden = 512 (requested 256)"
         );
     }
 

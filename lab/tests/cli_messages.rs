@@ -144,7 +144,8 @@ fn environment_escapes_the_device_it_prints_back() {
     assert_eq!(
         note,
         format!(
-            "note: unrecognised device '{escaped}': write cuda:N with N a GPU index, e.g. --device cuda:0"
+            "note: device '{escaped}': write cuda:N with N a GPU index of at most 9 digits, \
+             without leading zeros, sign or spaces, e.g. cuda:0"
         )
     );
     assert!(!stdout.lines().any(|l| l.starts_with("fake: row")));

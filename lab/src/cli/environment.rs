@@ -4,21 +4,19 @@
 use lab::environment::{query_driver, EnvironmentReport};
 use lab::measure::parse_device;
 use lab::worker::{self, Unavailable, WorkerReply, WorkerRequest};
-use std::path::PathBuf;
 
 /// Flags of `lab environment`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to describe, `cuda:N` (no default: the device is always named explicitly).
-    #[arg(long, value_name = "cuda:N")]
+    /// GPU to describe, `cuda:N` (no default: the device is always named explicitly). Any
+    /// other spelling is reported as the problem, with libtorch's other facts (exit 0).
+    #[arg(long, value_name = "cuda:N", allow_hyphen_values = true)]
     device: String,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
-    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
-    /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
-    worker: Option<PathBuf>,
+    #[command(flatten)]
+    worker: super::WorkerArg,
 }
 
 /// Runs `lab environment`; always succeeds (what is missing is part of the report).
@@ -35,7 +33,7 @@ pub fn run(args: Args) -> lab::Result<()> {
             None
         }
     };
-    match worker::locate(args.worker.as_deref()) {
+    match worker::locate(args.worker.worker.as_deref()) {
         Err(u) => report.problems.push(u.message()),
         Ok(path) => {
             report.worker = Some(path.display().to_string());
@@ -81,11 +79,8 @@ pub fn run(args: Args) -> lab::Result<()> {
         }
     }
     if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
-        println!("{text}");
+        lab::stdout::json(&report)
     } else {
-        print!("{}", report.text());
+        lab::stdout::print(&report.text())
     }
-    Ok(())
 }

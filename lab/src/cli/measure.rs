@@ -1,6 +1,7 @@
 //! `lab measure`: the bounded GPU measurement of SPEC §4, through the torch worker.
 
-use lab::measure::{self, Configuration, Document, Tool};
+use lab::measure::{self, Configuration, Document, Dtype, Tool};
+use lab::values;
 use lab::worker::{self, WorkerReply, WorkerRequest};
 use lab::{environment, Error};
 use std::path::PathBuf;
@@ -9,27 +10,24 @@ use std::path::PathBuf;
 /// values) before the worker starts.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU to measure, `cuda:N` (no default; `cpu`, `mps` and a bare `cuda` are refused).
-    #[arg(long, value_name = "cuda:N")]
-    device: String,
+    #[command(flatten)]
+    device: super::DeviceArg,
     /// Batch size, >= 1.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    batch: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    batch: u64,
     /// Positions per sample, >= 1 (no attention, no KV cache).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    context: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    context: u64,
     /// Model width; hidden = 4 × width.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    width: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    width: u64,
     #[command(flatten)]
     passes: PassFlags,
     /// New JSON file to write (never overwritten; written atomically).
     #[arg(long, value_name = "FILE")]
     output: PathBuf,
-    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
-    /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
-    worker: Option<PathBuf>,
+    #[command(flatten)]
+    worker: super::WorkerArg,
 }
 
 /// The flags of one measurement that `lab sweep` passes on unchanged to every point: element
@@ -37,17 +35,17 @@ pub struct Args {
 #[derive(Debug, clap::Args)]
 pub struct PassFlags {
     /// float32, float16 or bfloat16.
-    #[arg(long, default_value = "float32")]
-    pub dtype: String,
+    #[arg(long, default_value = "float32", value_parser = values::dtype, allow_hyphen_values = true)]
+    pub dtype: Dtype,
     /// Warm-up passes, measured together as one row, >= 0.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    pub warmup: String,
+    #[arg(long, default_value = "1", value_parser = values::passes, allow_hyphen_values = true)]
+    pub warmup: u64,
     /// Measured warm passes, one row each, >= 1.
-    #[arg(long, default_value = "2", allow_hyphen_values = true)]
-    pub repeats: String,
+    #[arg(long, default_value = "2", value_parser = values::repetitions, allow_hyphen_values = true)]
+    pub repeats: u64,
     /// Seed of the weights and the input.
-    #[arg(long, default_value = "0", allow_hyphen_values = true)]
-    pub seed: String,
+    #[arg(long, default_value = "0", value_parser = values::seed, allow_hyphen_values = true)]
+    pub seed: u64,
 }
 
 /// Runs `lab measure`.
@@ -58,19 +56,20 @@ pub struct PassFlags {
 /// failure during the run (the message contains "out of memory" for an out-of-memory
 /// failure); nothing is written.
 pub fn run(args: Args) -> lab::Result<()> {
-    let configuration = Configuration::from_flags(
-        &args.device,
-        &args.batch,
-        &args.context,
-        &args.width,
-        &args.passes.dtype,
-        &args.passes.warmup,
-        &args.passes.repeats,
-        &args.passes.seed,
-    )?;
+    let configuration = Configuration {
+        device: args.device.device.to_string(),
+        batch: args.batch,
+        context: args.context,
+        width: args.width,
+        dtype: args.passes.dtype,
+        warmup: args.passes.warmup,
+        repeats: args.passes.repeats,
+        seed: args.passes.seed,
+    };
     let synthetic_model = configuration.sizes()?;
     lab::output::check_new(&args.output)?;
-    let path = worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    let path =
+        worker::locate(args.worker.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
     let created_utc = measure::utc_now();
     let request = WorkerRequest::Measure {
         configuration: configuration.clone(),
@@ -100,7 +99,6 @@ pub fn run(args: Args) -> lab::Result<()> {
         phases: measured.phases,
     };
     measure::write_new_document(&args.output, &document)?;
-    print!("{}", measure::summary_text(&document));
-    println!("wrote {}", args.output.display());
-    Ok(())
+    lab::stdout::print(&measure::summary_text(&document))?;
+    lab::outln!("wrote {}", args.output.display())
 }

@@ -1,8 +1,8 @@
 //! `lab report`: tables per phase for one or several measurement files, as text, Markdown or
 //! JSON, and optionally an SVG chart.
 
-use super::numbers::{emit, print_json};
 use lab::report::{build_report, read_measurement, render_markdown, render_svg, render_text};
+use lab::stdout::{json as print_json, lines as emit};
 use lab::Result;
 use std::path::PathBuf;
 

@@ -1,8 +1,8 @@
 //! `lab verify-kit FILE.zip`: checks a downloaded kit against its own manifest, with the same
 //! implementation as `cargo xtask verify --archive` ([`lab::kit::verify_archive`]).
 
-use super::numbers::{emit, print_json};
 use lab::kit;
+use lab::stdout::{json as print_json, lines as emit};
 use lab::{Error, Result};
 use serde_json::json;
 use std::path::PathBuf;
