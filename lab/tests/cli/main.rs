@@ -1,0 +1,6 @@
+//! `lab` through its binary: one integration-test program for the command line, one module per
+//! concern, the shared helpers in [`support`].
+
+mod flags;
+mod stdout;
+mod support;
