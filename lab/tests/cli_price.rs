@@ -53,8 +53,9 @@ fn two_b200_lots_for_seven_days_json() {
     assert_eq!(v["catalog"]["embedded"], true);
     assert_eq!(v["catalog"]["illustrative"], true);
     assert_eq!(v["catalog"]["sha256"].as_str().unwrap().len(), 64);
+    // The keys in the documented order (lab::pricing::Quote, then the catalog).
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    let mut expected = vec![
+    let expected = vec![
         "gpu",
         "model",
         "days",
@@ -68,10 +69,7 @@ fn two_b200_lots_for_seven_days_json() {
         "unit_cost_usd",
         "catalog",
     ];
-    let mut keys_sorted = keys.clone();
-    keys_sorted.sort();
-    expected.sort();
-    assert_eq!(keys_sorted, expected);
+    assert_eq!(keys, expected);
 }
 
 #[test]
@@ -416,6 +414,24 @@ fn tariffs_table_is_sorted_by_price_per_gpu_day() {
     assert_eq!(b200["lot_price_usd"], "1532.16");
     assert_eq!(b200["lot_price_cents"], 153_216);
     assert_eq!(b200["gpus_per_lot"], 2);
+    let keys: Vec<&str> = b200
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "gpu",
+            "model",
+            "days",
+            "gpus_per_lot",
+            "lot_price_cents",
+            "lot_price_usd",
+            "usd_per_gpu_day"
+        ]
+    );
 
     let v = json(&["tariffs", "--days", "30", "--json"]);
     assert_eq!(v["days"], 30);
