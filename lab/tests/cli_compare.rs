@@ -184,7 +184,7 @@ fn bad_input() {
     // The overflow speaks of the GPUs the user asked for, never of lots they did not type.
     let stderr = usage_error(
         &["compare", "--gpus", "9223372036854775807", "--days", "7"],
-        "--gpus 9223372036854775807 is too many",
+        "9223372036854775807 GPUs is too many",
     );
     assert!(stderr.contains("ask for fewer GPUs"), "{stderr}");
     assert!(!stderr.contains("buy fewer lots"), "{stderr}");
