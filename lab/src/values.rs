@@ -242,6 +242,24 @@ pub fn reserve_gib(text: &str) -> Result<Decimal, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn every_number_round_trips(n in any::<u64>(), zeros in 0usize..30) {
+            let text = format!("{}{n}", "0".repeat(zeros));
+            prop_assert_eq!(count(&text), Ok(n));
+            prop_assert_eq!(device(&format!("cuda:{n}")).is_ok(), n < 1_000_000_000);
+        }
+
+        #[test]
+        fn anything_but_digits_is_refused(prefix in "[0-9]{0,5}", odd in "[^0-9]", suffix in "[0-9]{0,5}") {
+            let text = format!("{prefix}{odd}{suffix}");
+            prop_assert!(count(&text).is_err(), "{:?}", text);
+            prop_assert!(days(&text).is_err(), "{:?}", text);
+            prop_assert!(device(&format!("cuda:{text}")).is_err(), "{:?}", text);
+        }
+    }
 
     #[test]
     fn whole_numbers_are_plain_digits() {
