@@ -132,9 +132,9 @@ pub fn days(text: &str) -> Result<u32, Refusal> {
         })
 }
 
-/// Most digits of a device index: nine, so that any accepted index fits libtorch's and
-/// Python's integers without overflow. The Python kit applies the same rule.
-pub const DEVICE_INDEX_MAX_DIGITS: usize = 9;
+/// Largest device index: libtorch's and Python's device indices are signed 32-bit at most,
+/// so 2147483647 (`i32::MAX`). The Python kit applies the same rule.
+pub const DEVICE_INDEX_MAX: u32 = i32::MAX as u32;
 
 /// A GPU, `cuda:N`: the only device the measurement accepts (ROCm builds of PyTorch name their
 /// GPUs `cuda:N` too). Displayed as `cuda:N`.
@@ -150,8 +150,8 @@ impl std::fmt::Display for Device {
     }
 }
 
-/// A device, `cuda:N` with N written as libtorch prints it: `0`, or a digit 1-9 followed by at
-/// most [`DEVICE_INDEX_MAX_DIGITS`] - 1 more digits (no leading zero, sign or space). `cpu`,
+/// A device, `cuda:N` with N written as libtorch prints it: `0`, or a digit 1-9 followed by
+/// digits, at most [`DEVICE_INDEX_MAX`] (no leading zero, sign, space or capital). `cpu`,
 /// `mps`, a bare `cuda` and anything else are refused with one line saying what to write:
 /// the measurement never falls back to the CPU.
 ///
@@ -159,14 +159,21 @@ impl std::fmt::Display for Device {
 /// A [`Refusal`] naming the problem and the spelling to use.
 pub fn device(text: &str) -> Result<Device, Refusal> {
     if let Some(index) = text.strip_prefix("cuda:") {
-        let canonical = (index == "0" || index.starts_with(|c: char| ('1'..='9').contains(&c)))
-            && index.len() <= DEVICE_INDEX_MAX_DIGITS
-            && index.bytes().all(|b| b.is_ascii_digit());
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("write cuda:N with N a GPU index, e.g. cuda:0".into());
+        }
+        if index.len() > 1 && index.starts_with('0') {
+            let plain = index.trim_start_matches('0');
+            let plain = if plain.is_empty() { "0" } else { plain };
+            return Err(format!(
+                "the GPU index has a leading zero: write cuda:{plain}"
+            ));
+        }
+        // An index beyond u32 fails to parse: too large as well.
         return match index.parse::<u32>() {
-            Ok(index) if canonical => Ok(Device { index }),
+            Ok(index) if index <= DEVICE_INDEX_MAX => Ok(Device { index }),
             _ => Err(format!(
-                "write cuda:N with N a GPU index of at most {DEVICE_INDEX_MAX_DIGITS} digits, \
-                 without leading zeros, sign or spaces, e.g. cuda:0"
+                "the GPU index is too large: write cuda:N with N at most {DEVICE_INDEX_MAX}"
             )),
         };
     }
@@ -249,7 +256,7 @@ mod tests {
         fn every_number_round_trips(n in any::<u64>(), zeros in 0usize..30) {
             let text = format!("{}{n}", "0".repeat(zeros));
             prop_assert_eq!(count(&text), Ok(n));
-            prop_assert_eq!(device(&format!("cuda:{n}")).is_ok(), n < 1_000_000_000);
+            prop_assert_eq!(device(&format!("cuda:{n}")).is_ok(), n <= u64::from(DEVICE_INDEX_MAX));
         }
 
         #[test]
@@ -324,7 +331,8 @@ mod tests {
             "cuda: 1",
             " cuda:0",
             "cuda:0 ",
-            "cuda:1234567890",
+            "cuda:2147483648",
+            "cuda:99999999999999999999",
             "cuda:",
             "cuda:x",
             "CUDA:0",
@@ -342,6 +350,11 @@ mod tests {
         assert!(device("cpu").unwrap_err().contains("never falls back"));
         assert!(device("cuda").unwrap_err().contains("explicitly"));
         assert!(device("mps:0").unwrap_err().contains("Metal"));
+        assert!(device("cuda:007").unwrap_err().contains("write cuda:7"));
+        assert!(device("cuda:00").unwrap_err().contains("write cuda:0"));
+        assert!(device("cuda:2147483648")
+            .unwrap_err()
+            .contains("at most 2147483647"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One flag grammar: every command that takes a kind of value accepts and refuses exactly the
 //! same spellings (a table of spellings x commands). Whole numbers are plain ASCII digits —
 //! no sign, no `+`, no spaces, no decimal point, exponent or separator; a device is `cuda:N`
-//! with N written without leading zeros, at most nine digits. A refused spelling is one line,
+//! with N written without leading zeros, at most 2147483647. A refused spelling is one line,
 //! exit 2, naming the flag (clap adds it) and quoting the value.
 
 use super::support::{fake_worker, lab, repo_root};
@@ -357,7 +357,7 @@ fn devices_are_spelt_the_same_everywhere() {
             "cuda: 1",
             " cuda:0",
             "cuda:0 ",
-            "cuda:1234567890",
+            "cuda:2147483648",
             "cuda:",
             "cuda:x",
             "CUDA:0",
@@ -370,12 +370,12 @@ fn devices_are_spelt_the_same_everywhere() {
         ] {
             assert!(refused(&slot, value), "{:?} accepted {value:?}", slot.args);
         }
-        for value in ["cuda:0", "cuda:7", "cuda:10", "cuda:123456789"] {
+        for value in ["cuda:0", "cuda:7", "cuda:10", "cuda:2147483647"] {
             assert!(!refused(&slot, value), "{:?} refused {value:?}", slot.args);
         }
     }
     // `lab environment` is a diagnostic: it reports the same refusal and still exits 0.
-    for (value, refused) in [("cuda:01", true), ("cuda: 1", true), ("cuda:0", false)] {
+    for (value, refused) in [("cuda:01", true), ("cuda:+1", true), ("cuda:0", false)] {
         let output = lab()
             .args(["environment", "--device", value])
             .output()
@@ -383,7 +383,7 @@ fn devices_are_spelt_the_same_everywhere() {
         assert_eq!(output.status.code(), Some(0));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert_eq!(
-            stdout.contains("write cuda:N with N a GPU index"),
+            stdout.contains(&format!("note: device '{value}': ")),
             refused,
             "{value:?}: {stdout}"
         );
