@@ -53,8 +53,9 @@ pub const SHIPPED_IS_ILLUSTRATIVE: bool = true;
 /// or one that is not a regular file (`/dev/zero`, a folder, a pipe), is refused unread.
 pub const MAX_CATALOG_BYTES: u64 = 1 << 20;
 
-/// The catalog bytes compiled into `lab`.
-const EMBEDDED_BYTES: &[u8] = include_bytes!("../../data/tarifs-forfaits.csv");
+/// The catalog bytes compiled into `lab`: a copy of `data/tarifs-forfaits.csv` inside the
+/// crate (so that `cargo package` works); `cargo xtask verify` proves the two are byte-equal.
+const EMBEDDED_BYTES: &[u8] = include_bytes!("../data/tarifs-forfaits.csv");
 
 /// One catalog row: the price of one lot of one GPU model for one duration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

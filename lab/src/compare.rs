@@ -59,7 +59,7 @@ pub fn compare(
     accepted_results: Option<u64>,
 ) -> Result<Comparison> {
     if gpus == 0 {
-        return Err(Error::usage("--gpus must be at least 1"));
+        return Err(Error::usage("the number of GPUs needed must be at least 1"));
     }
     crate::catalog::check_days(days)?;
     let mut rows: Vec<(&crate::catalog::Entry, Quote)> = Vec::new();
@@ -69,7 +69,7 @@ pub fn compare(
         // never typed (pricing::quote would say "buy fewer lots").
         if pricing::package_total_cents(entry.price_cents, lots).is_err() {
             return Err(Error::usage(format!(
-                "--gpus {gpus} is too many: {lots} lot(s) of {} for {days} days would cost more \
+                "{gpus} GPUs is too many: {lots} lot(s) of {} for {days} days would cost more \
                  than a signed 64-bit cent count holds ({} cents); ask for fewer GPUs",
                 entry.gpu,
                 i64::MAX
@@ -155,7 +155,7 @@ mod tests {
         assert!(
             overflow
                 .to_string()
-                .starts_with(&format!("--gpus {} is too many", u64::MAX)),
+                .starts_with(&format!("{} GPUs is too many", u64::MAX)),
             "{overflow}"
         );
         assert!(

@@ -140,59 +140,6 @@ pub fn estimate(parameters: u64, bits: u32, reserve_gib: Decimal) -> Result<Esti
     })
 }
 
-/// Parses a reserve in GiB written in plain decimal notation: digits, optionally a point and
-/// more digits (`4`, `0.5`, `12.25`). At most [`RESERVE_MAX_INTEGER_DIGITS`] digits before the
-/// point and [`RESERVE_MAX_FRACTION_DIGITS`] after; no sign, exponent or separators.
-///
-/// # Errors
-/// [`Error::Usage`] with a one-line message (naming `--reserve-gib`) for a negative value,
-/// `nan` / `inf`, or anything else that is not such a number.
-pub fn parse_reserve_gib(text: &str) -> Result<Decimal> {
-    let flag = "--reserve-gib";
-    let lower = text.trim().to_ascii_lowercase();
-    let lower = lower.trim_start_matches(['+', '-']);
-    if ["nan", "inf", "infinity"].contains(&lower) {
-        return Err(Error::usage(format!(
-            "{flag} must be a finite number of GiB, got '{text}'"
-        )));
-    }
-    if text.starts_with('-') {
-        return Err(Error::usage(format!(
-            "{flag} must not be negative, got '{text}' (use 0 for no reserve)"
-        )));
-    }
-    let (integer, fraction) = match text.split_once('.') {
-        Some((integer, fraction)) => (integer, Some(fraction)),
-        None => (text, None),
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(integer) || !fraction.is_none_or(digits) {
-        return Err(Error::usage(format!(
-            "{flag} must be a plain decimal number of GiB such as 4 or 0.5, got '{text}'"
-        )));
-    }
-    let significant = integer.trim_start_matches('0');
-    if significant.len() > RESERVE_MAX_INTEGER_DIGITS
-        || fraction.is_some_and(|f| f.len() > RESERVE_MAX_FRACTION_DIGITS)
-    {
-        return Err(Error::usage(format!(
-            "{flag} accepts at most {RESERVE_MAX_INTEGER_DIGITS} digits before the point and {RESERVE_MAX_FRACTION_DIGITS} after, got '{text}'"
-        )));
-    }
-    // Leading zeros carry no value; dropping them keeps the text within Decimal's 28 digits.
-    let integer = if significant.is_empty() {
-        "0"
-    } else {
-        significant
-    };
-    let exact = match fraction {
-        Some(fraction) => format!("{integer}.{fraction}"),
-        None => integer.to_string(),
-    };
-    Decimal::from_str_exact(&exact)
-        .map_err(|_| Error::usage(format!("{flag} is not a decimal number: '{text}'")))
-}
-
 fn check_reserve(reserve: Decimal) -> Result<()> {
     if reserve.is_sign_negative() && !reserve.is_zero() {
         return Err(Error::usage("the reserve must not be negative"));
@@ -301,54 +248,6 @@ mod tests {
         // The largest weight that fits is fine.
         let e = estimate(u64::MAX, 8, Decimal::ZERO).unwrap();
         assert_eq!(e.weights_bytes, u64::MAX);
-    }
-
-    #[test]
-    fn reserve_parsing() {
-        assert_eq!(parse_reserve_gib("4").unwrap(), d("4"));
-        assert_eq!(parse_reserve_gib("0.25").unwrap(), d("0.25"));
-        assert_eq!(parse_reserve_gib("0").unwrap(), Decimal::ZERO);
-        for bad in [
-            "-1", "-0.5", "nan", "NaN", "inf", "-inf", "Infinity", "abc", "", "1e3", "1.", ".5",
-            "+4", "1_0", " 4", "4 GiB", "1,5",
-        ] {
-            let error = parse_reserve_gib(bad).unwrap_err();
-            assert_eq!(error.exit_code(), 2, "{bad}");
-            assert!(error.to_string().starts_with("--reserve-gib"), "{error}");
-        }
-        assert!(parse_reserve_gib("-1")
-            .unwrap_err()
-            .to_string()
-            .contains("negative"));
-        assert!(parse_reserve_gib("inf")
-            .unwrap_err()
-            .to_string()
-            .contains("finite"));
-        assert!(parse_reserve_gib("1234567890123456").is_err());
-        assert!(parse_reserve_gib("123456789012345").is_ok());
-        assert!(parse_reserve_gib("0.1234567890123").is_err());
-        assert!(parse_reserve_gib("0.123456789012").is_ok());
-        // The largest accepted reserve is held exactly (27 significant digits)...
-        assert_eq!(
-            parse_reserve_gib("999999999999999.999999999999").unwrap(),
-            d("999999999999999.999999999999")
-        );
-        assert_eq!(
-            parse_reserve_gib("000000000000000000000000000000123.5").unwrap(),
-            d("123.5")
-        );
-        // ...and one digit more on either side is refused with the limit, not a parse error.
-        for over in [
-            "123456789012345.123456789012345678",
-            "123456789012345.1234567890123",
-            "1234567890123456.5",
-        ] {
-            let message = parse_reserve_gib(over).unwrap_err().to_string();
-            assert!(
-                message.contains("at most 15 digits before the point and 12 after"),
-                "{message}"
-            );
-        }
     }
 
     proptest! {

@@ -7,7 +7,6 @@
 //! CLI passes one that calls the worker), so the comparison is tested with plain documents.
 
 use crate::document::{median, Document, Phase};
-use crate::measure::parse_device;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -28,32 +27,11 @@ pub enum Devices {
 }
 
 impl Devices {
-    /// Parses `cuda:N`, `all` or a comma-separated list of `cuda:N` (at least one, each once).
-    /// Every error is a usage error naming what is wrong.
+    /// Parses `cuda:N`, `all` or a comma-separated list of `cuda:N` by the one grammar of
+    /// devices ([`crate::values::devices`]); a usage error naming what is wrong otherwise.
     pub fn parse(text: &str) -> Result<Self> {
-        let trimmed = text.trim();
-        if trimmed == "all" {
-            return Ok(Devices::All);
-        }
-        if !trimmed.contains(',') {
-            return parse_device(trimmed).map(Devices::One);
-        }
-        let mut indices = Vec::new();
-        for part in trimmed.split(',') {
-            if part.trim().is_empty() {
-                return Err(Error::usage(format!(
-                    "--device '{trimmed}' has an empty entry: write cuda:0,cuda:1 (or all)"
-                )));
-            }
-            let index = parse_device(part)?;
-            if indices.contains(&index) {
-                return Err(Error::usage(format!(
-                    "--device names cuda:{index} twice: list each GPU once (or write all)"
-                )));
-            }
-            indices.push(index);
-        }
-        Ok(Devices::List(indices))
+        crate::values::devices(text)
+            .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
     }
 
     /// The GPU indices to use, given how many GPUs libtorch sees. `All` with no GPU, or a list
@@ -421,30 +399,15 @@ mod tests {
 
     #[test]
     fn device_spellings() {
+        // The grammar itself is tested in crate::values.
         assert_eq!(Devices::parse("all").unwrap(), Devices::All);
-        assert_eq!(Devices::parse(" all ").unwrap(), Devices::All);
-        assert_eq!(Devices::parse("cuda:1").unwrap(), Devices::One(1));
         assert_eq!(
             Devices::parse("cuda:1,cuda:0").unwrap(),
             Devices::List(vec![1, 0])
         );
-        assert_eq!(
-            Devices::parse("cuda:0, cuda:3").unwrap(),
-            Devices::List(vec![0, 3])
-        );
-        for (bad, needle) in [
-            ("cuda:0,cuda:0", "twice"),
-            ("cuda:0,", "empty entry"),
-            (",cuda:0", "empty entry"),
-            ("cuda:0,cpu", "never falls back"),
-            ("cuda:0,all", "unrecognised device"),
-            ("ALL", "unrecognised device"),
-            ("cuda:0,,cuda:1", "empty entry"),
-        ] {
-            let e = Devices::parse(bad).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains(needle), "{bad}: {e}");
-        }
+        let e = Devices::parse("cuda:0,cuda:0").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("twice"), "{e}");
         assert!(Devices::All.is_several());
         assert!(!Devices::One(0).is_several());
     }

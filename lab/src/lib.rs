@@ -11,12 +11,25 @@
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`kit`]: the release archive, its manifest and its verifier;
+//! - the command line: [`values`] (the one grammar that turns flag text into typed values),
+//!   [`stdout`] (the one way to standard output, for `lab` and `xtask`), and the clap
+//!   definitions with each command's printing in the hidden `cli` module (in the library so
+//!   that the man page, the completions and the tests use the very definitions `lab` parses);
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
 //!   their exit codes).
+//!
+//! Where text rendering lives, one rule: a rendering with logic of its own (which rows, how
+//! grouped or rounded, a chart) belongs to its concept's module, as a function that returns a
+//! `String` and is tested there; `cli/<command>.rs` only lays an already computed value's
+//! fields out on lines. Either way no library function writes to standard output itself:
+//! the command prints the text through [`stdout`], which treats a closed pipe as a quiet end
+//! (exit 0) and a failed write as exit 1.
 
 pub mod catalog;
+#[doc(hidden)]
+pub mod cli;
 pub mod compare;
 pub mod digest;
 pub mod document;
@@ -31,10 +44,15 @@ pub mod pricing;
 pub mod record;
 pub mod report;
 pub mod search;
+pub mod stdout;
 pub mod sweep;
 pub mod table;
 pub mod text;
 pub mod units;
+pub mod values;
 pub mod worker;
 
 pub use error::{Error, Result};
+
+// `lab::...` paths in the `cli` module name this crate (they were written for the binary).
+extern crate self as lab;

@@ -30,112 +30,26 @@ use std::path::Path;
 pub const LAUNCH_BOUND_GPU_SECONDS: f64 = 100e-6;
 
 impl Dtype {
-    /// Parses `float32`, `float16` or `bfloat16`; anything else is a usage error (exit 2).
+    /// Parses `float32`, `float16` or `bfloat16` ([`crate::values::dtype`]); anything else is
+    /// a usage error (exit 2).
     pub fn parse(text: &str) -> Result<Self> {
-        match text.trim() {
-            "float32" => Ok(Dtype::Float32),
-            "float16" => Ok(Dtype::Float16),
-            "bfloat16" => Ok(Dtype::Bfloat16),
-            other => Err(Error::usage(format!(
-                "--dtype must be one of float32, float16, bfloat16, got '{other}'"
-            ))),
-        }
+        crate::values::dtype(text).map_err(|r| Error::usage(format!("dtype '{text}' {r}")))
     }
 }
 
-/// Returns the GPU index of a `cuda:N` device string. `cpu`, `mps`, a bare `cuda` and anything
-/// else are usage errors (exit 2) that say what to write instead: the measurement never falls
-/// back to the CPU. ROCm builds of PyTorch also call their GPUs `cuda:N`.
+/// Returns the GPU index of a `cuda:N` device string, by the one grammar of devices
+/// ([`crate::values::device`]): `cpu`, `mps`, a bare `cuda` and anything else are usage errors
+/// (exit 2) that say what to write instead: the measurement never falls back to the CPU.
 pub fn parse_device(text: &str) -> Result<u32> {
-    let text = text.trim();
-    if let Some(index) = text.strip_prefix("cuda:") {
-        if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) {
-            return index
-                .parse::<u32>()
-                .ok()
-                .filter(|i| *i <= i32::MAX as u32)
-                .ok_or_else(|| {
-                    Error::usage(format!("device index '{index}' is too large: write cuda:N"))
-                });
-        }
-        return Err(Error::usage(format!(
-            "unrecognised device '{text}': write cuda:N with N a GPU index, e.g. --device cuda:0"
-        )));
-    }
-    Err(Error::usage(match text {
-        "cuda" => "name the GPU index explicitly, e.g. --device cuda:0 (a bare 'cuda' is refused)"
-            .to_owned(),
-        "cpu" => "'cpu' is not a GPU: lab measures a GPU and never falls back to the CPU; \
-                  use --device cuda:N"
-            .to_owned(),
-        t if t == "mps" || t.starts_with("mps:") => format!(
-            "'{t}' (Apple Metal) is not supported: the measurement needs a CUDA or ROCm GPU named cuda:N"
-        ),
-        t => format!(
-            "unrecognised device '{t}': write cuda:N, e.g. --device cuda:0 (ROCm GPUs are cuda:N too)"
-        ),
-    }))
-}
-
-/// Parses a whole number flag `name` with `minimum <= value <= maximum`; a usage error otherwise.
-pub fn parse_count(name: &str, text: &str, minimum: u64, maximum: u64) -> Result<u64> {
-    let trimmed = text.trim();
-    let digits = trimmed.strip_prefix('+').unwrap_or(trimmed);
-    let value = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        digits.parse::<u64>().ok()
-    } else {
-        None
-    };
-    match value {
-        Some(v) if v >= minimum && v <= maximum => Ok(v),
-        Some(_) if maximum < u64::MAX => Err(Error::usage(format!(
-            "{name} must be a whole number from {minimum} to {maximum}, got '{trimmed}'"
-        ))),
-        _ => Err(Error::usage(format!(
-            "{name} must be a whole number >= {minimum}, got '{trimmed}'"
-        ))),
-    }
+    crate::values::device(text)
+        .map(|device| device.index)
+        .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
 }
 
 /// Largest batch × context × 4·width element count accepted: libtorch sizes are signed 64-bit.
 const MAX_ELEMENTS: u64 = i64::MAX as u64 / 8;
 
 impl Configuration {
-    /// Validates raw flag values (as typed) into a configuration. Every error is a usage error
-    /// (exit 2) naming the flag. Checked before any worker is started.
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_flags(
-        device: &str,
-        batch: &str,
-        context: &str,
-        width: &str,
-        dtype: &str,
-        warmup: &str,
-        repeats: &str,
-        seed: &str,
-    ) -> Result<Self> {
-        let index = parse_device(device)?;
-        let batch = parse_count("--batch", batch, 1, u64::MAX)?;
-        let context = parse_count("--context", context, 1, u64::MAX)?;
-        let width = parse_count("--width", width, 1, u64::MAX)?;
-        let dtype = Dtype::parse(dtype)?;
-        let warmup = parse_count("--warmup", warmup, 0, u32::MAX as u64)?;
-        let repeats = parse_count("--repeats", repeats, 1, u32::MAX as u64)?;
-        let seed = parse_count("--seed", seed, 0, i64::MAX as u64)?;
-        let config = Configuration {
-            device: format!("cuda:{index}"),
-            batch,
-            context,
-            width,
-            dtype,
-            warmup,
-            repeats,
-            seed,
-        };
-        config.sizes()?;
-        Ok(config)
-    }
-
     /// The device index N of `cuda:N`.
     pub fn device_index(&self) -> Result<u32> {
         parse_device(&self.device)
@@ -499,30 +413,18 @@ mod tests {
     }
 
     #[test]
-    fn counts_and_flags() {
-        assert_eq!(parse_count("--batch", "3", 1, u64::MAX).unwrap(), 3);
-        assert_eq!(parse_count("--batch", "+3", 1, u64::MAX).unwrap(), 3);
-        for bad in ["0", "-1", "1.5", "abc", "", "1e3"] {
-            assert!(parse_count("--batch", bad, 1, u64::MAX).is_err(), "{bad}");
-        }
-        assert_eq!(parse_count("--warmup", "0", 0, 10).unwrap(), 0);
-        let c =
-            Configuration::from_flags("cuda:0", "1", "16", "64", "float16", "1", "2", "0").unwrap();
-        assert_eq!(c.dtype, Dtype::Float16);
-        assert!(
-            Configuration::from_flags("cuda:0", "1", "16", "64", "float64", "1", "2", "0").is_err()
-        );
-        let huge = Configuration::from_flags(
-            "cuda:0",
-            "4294967296",
-            "4294967296",
-            "64",
-            "float32",
-            "1",
-            "2",
-            "0",
-        );
-        assert_eq!(huge.unwrap_err().exit_code(), 2);
+    fn sizes_are_checked() {
+        let c = Configuration {
+            device: "cuda:0".into(),
+            batch: 4_294_967_296,
+            context: 4_294_967_296,
+            width: 64,
+            dtype: Dtype::Float32,
+            warmup: 1,
+            repeats: 2,
+            seed: 0,
+        };
+        assert_eq!(c.sizes().unwrap_err().exit_code(), 2);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! - price per GPU-day = lot price / (GPUs per lot x days), used to compare models
 //!   (`lab tariffs`, and `lab compare`).
 
-use crate::catalog::{Catalog, CatalogInfo, Entry};
+use crate::catalog::{Catalog, Entry};
 use crate::error::{Error, Result};
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -24,7 +24,8 @@ pub const UNIT_COST_DECIMALS: u32 = 6;
 /// Serializes (the `lab price --json` object) with the keys `gpu`, `model`, `days`, `lots`,
 /// `gpus_per_lot`, `gpus`, `lot_price_cents`, `total_cents`, `total_usd` (string, 2
 /// decimals), `accepted_results` (integer or null), `unit_cost_usd` (string, 6 decimals, or
-/// null), `catalog` ([`CatalogInfo`]).
+/// null). `lab price --json` adds the `catalog` object ([`crate::catalog::CatalogInfo`]) once,
+/// after these keys; `lab compare` gives it once for all its packages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Quote {
     /// GPU identifier, e.g. `b200`.
@@ -51,8 +52,6 @@ pub struct Quote {
     /// `total_usd / accepted_results`, half-to-even to 6 decimals; `None` without results.
     #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
     pub unit_cost_usd: Option<Decimal>,
-    /// Which catalog the prices came from.
-    pub catalog: CatalogInfo,
 }
 
 /// Prices `lots` lots of `gpu` for `days` days from `catalog`.
@@ -92,7 +91,6 @@ pub fn quote(
         total_usd: cents_to_usd(total_cents),
         accepted_results,
         unit_cost_usd,
-        catalog: catalog.info(),
     })
 }
 

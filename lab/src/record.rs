@@ -25,7 +25,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The empty results grid shipped in the kit; its first line is the only header accepted.
-pub const KIT_GRID: &str = include_str!("../../dist/resultats-bruts.csv");
+/// A copy of `dist/resultats-bruts.csv` inside the crate (so that `cargo package` works);
+/// `cargo xtask verify` proves the two are byte-equal.
+pub const KIT_GRID: &str = include_str!("../data/resultats-bruts.csv");
 
 /// Largest grid `lab record` reads (a grid holds one short line per run).
 pub const MAX_GRID_BYTES: u64 = 64 * 1024 * 1024;

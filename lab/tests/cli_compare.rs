@@ -86,6 +86,43 @@ fn three_gpus_for_seven_days_matches_lab_price() {
         }
         assert!(p["usd_per_gpu_day"].as_str().unwrap().contains('.'));
     }
+    // One catalog object for the whole answer, none per package; keys in the documented order.
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "gpus_needed",
+            "days",
+            "accepted_results",
+            "packages",
+            "catalog"
+        ]
+    );
+    let keys: Vec<&str> = packages[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "rank",
+            "gpu",
+            "model",
+            "days",
+            "lots",
+            "gpus_per_lot",
+            "gpus",
+            "lot_price_cents",
+            "total_cents",
+            "total_usd",
+            "accepted_results",
+            "unit_cost_usd",
+            "extra_gpus",
+            "usd_per_gpu_day"
+        ]
+    );
     let b200 = packages.iter().find(|p| p["gpu"] == "b200").unwrap();
     assert_eq!(b200["lots"], 2);
     assert_eq!(b200["gpus"], 4);
@@ -147,7 +184,7 @@ fn bad_input() {
     // The overflow speaks of the GPUs the user asked for, never of lots they did not type.
     let stderr = usage_error(
         &["compare", "--gpus", "9223372036854775807", "--days", "7"],
-        "--gpus 9223372036854775807 is too many",
+        "9223372036854775807 GPUs is too many",
     );
     assert!(stderr.contains("ask for fewer GPUs"), "{stderr}");
     assert!(!stderr.contains("buy fewer lots"), "{stderr}");

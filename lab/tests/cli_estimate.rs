@@ -99,7 +99,7 @@ fn bad_parameters() {
     for p in ["0", "-7", "7.5", "abc", ""] {
         usage_error(
             &["estimate", "--parameters", p, "--bits", "16"],
-            "--parameters must be a whole number from 1",
+            "for '--parameters <P>': must be a whole number of at least 1",
         );
     }
     usage_error(
@@ -114,7 +114,7 @@ fn bad_parameters() {
             "--bits",
             "16",
         ],
-        "--parameters must be a whole number from 1 to 18446744073709551615",
+        "for '--parameters <P>': must be a whole number from 1 to 18446744073709551615",
     );
 }
 
@@ -123,7 +123,7 @@ fn bad_bits() {
     for b in ["0", "-16", "4.5", "sixteen", "4294967296"] {
         usage_error(
             &["estimate", "--parameters", "7", "--bits", b],
-            "--bits must be a whole number from 1 to 4294967295",
+            "for '--bits <B>': must be a whole number from 1 to 4294967295",
         );
     }
 }
@@ -166,7 +166,7 @@ fn bad_reserve() {
         // exactly: the limit is now 15 + 12 and the message says so.
         (
             "123456789012345.123456789012345678",
-            "--reserve-gib accepts at most 15 digits before the point and 12 after, got '123456789012345.123456789012345678'",
+            "invalid value '123456789012345.123456789012345678' for '--reserve-gib <R>': accepts at most 15 digits before the point and 12 after",
         ),
         ("0.1234567890123", "at most 15 digits before the point and 12 after"),
     ] {
@@ -210,6 +210,6 @@ fn largest_reserve_is_accepted_exactly() {
 fn bits_hint_fits_the_flag() {
     usage_error(
         &["estimate", "--parameters", "7", "--bits", "4.5"],
-        "got '4.5' (digits only: no decimal point, exponent or separator)",
+        "'4.5' for '--bits <B>': must be a whole number from 1 to 4294967295, written with the digits 0-9 only (write all the digits: no decimal point, exponent or separator)",
     );
 }

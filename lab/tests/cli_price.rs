@@ -53,8 +53,9 @@ fn two_b200_lots_for_seven_days_json() {
     assert_eq!(v["catalog"]["embedded"], true);
     assert_eq!(v["catalog"]["illustrative"], true);
     assert_eq!(v["catalog"]["sha256"].as_str().unwrap().len(), 64);
+    // The keys in the documented order (lab::pricing::Quote, then the catalog).
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    let mut expected = vec![
+    let expected = vec![
         "gpu",
         "model",
         "days",
@@ -68,10 +69,7 @@ fn two_b200_lots_for_seven_days_json() {
         "unit_cost_usd",
         "catalog",
     ];
-    let mut keys_sorted = keys.clone();
-    keys_sorted.sort();
-    expected.sort();
-    assert_eq!(keys_sorted, expected);
+    assert_eq!(keys, expected);
 }
 
 #[test]
@@ -150,7 +148,7 @@ fn singular_and_plural_gpu_counts() {
 fn lots_hint_fits_the_flag() {
     usage_error(
         &["price", "--gpu", "b200", "--days", "7", "--lots", "1.5"],
-        "--lots must be a whole number from 1 to 18446744073709551615, got '1.5' (digits only: no decimal point, exponent or separator)",
+        "invalid value '1.5' for '--lots <N>': must be a whole number of at least 1, written with the digits 0-9 only (write all the digits: no decimal point, exponent or separator)",
     );
     let output = lab()
         .args(["price", "--gpu", "b200", "--days", "7", "--lots", "1.5"])
@@ -333,7 +331,7 @@ fn bad_lots_are_rejected() {
     ] {
         usage_error(
             &["price", "--gpu", "b200", "--days", "7", "--lots", lots],
-            "--lots must be a whole number from 1",
+            "for '--lots <N>': must be a whole number",
         );
     }
 }
@@ -353,7 +351,7 @@ fn bad_accepted_results_are_rejected() {
                 "--accepted-results",
                 k,
             ],
-            "--accepted-results must be a whole number from 1",
+            "for '--accepted-results <K>': must be a whole number of at least 1",
         );
     }
 }
@@ -413,8 +411,27 @@ fn tariffs_table_is_sorted_by_price_per_gpu_day() {
         .find(|p| p["gpu"] == "b200" && p["days"] == 7)
         .unwrap();
     assert_eq!(b200["usd_per_gpu_day"], "109.440000");
-    assert_eq!(b200["price_usd"], "1532.16");
+    assert_eq!(b200["lot_price_usd"], "1532.16");
+    assert_eq!(b200["lot_price_cents"], 153_216);
     assert_eq!(b200["gpus_per_lot"], 2);
+    let keys: Vec<&str> = b200
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "gpu",
+            "model",
+            "days",
+            "gpus_per_lot",
+            "lot_price_cents",
+            "lot_price_usd",
+            "usd_per_gpu_day"
+        ]
+    );
 
     let v = json(&["tariffs", "--days", "30", "--json"]);
     assert_eq!(v["days"], 30);
@@ -433,6 +450,6 @@ fn tariffs_table_text_and_bad_days() {
         .stdout(contains("15 packages, cheapest per GPU-day first"));
     usage_error(
         &["tariffs", "--days", "10"],
-        "--days must be one of 3, 7, 30",
+        "for '--days <D>': must be one of 3, 7, 30",
     );
 }

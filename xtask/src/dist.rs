@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<()> {
     let source = args.source.unwrap_or_else(|| root.clone());
     let out_dir = args.out_dir.unwrap_or_else(|| default_out_dir(&root));
     let built = build(&source, &out_dir)?;
-    print_summary(&built);
+    print_summary(&built)?;
     Ok(())
 }
 
@@ -50,13 +50,15 @@ pub fn default_out_dir(root: &Path) -> PathBuf {
 }
 
 /// Prints the archive path (relative to the current folder when under it), its SHA-256 and
-/// one line per member.
-pub fn print_summary(built: &Built) {
+/// one line per member, through [`lab::stdout`].
+pub fn print_summary(built: &Built) -> lab::Result<()> {
     let cwd = std::env::current_dir().unwrap_or_default();
     let shown = built.path.strip_prefix(&cwd).unwrap_or(&built.path);
-    println!("{}", shown.display());
-    println!("sha256 {}", built.sha256);
-    println!("{:>8}  {:<64}  member", "bytes", "sha256");
+    let mut out = vec![
+        shown.display().to_string(),
+        format!("sha256 {}", built.sha256),
+        format!("{:>8}  {:<64}  member", "bytes", "sha256"),
+    ];
     for entry in &built.manifest.members {
         let size = entry
             .size
@@ -65,8 +67,9 @@ pub fn print_summary(built: &Built) {
             .sha256
             .as_deref()
             .unwrap_or("(not hashed: the manifest itself)");
-        println!("{size:>8}  {hash:<64}  {}", entry.path);
+        out.push(format!("{size:>8}  {hash:<64}  {}", entry.path));
     }
+    lab::stdout::lines(&out)
 }
 
 /// Reads the eight content files under `source_root`, checks them, and writes

@@ -10,7 +10,7 @@
 //! downloaded kit) against its own manifest with [`lab::kit::verify_archive`]. Exit codes as
 //! `lab verify-kit`: 1 for a mismatch or a missing file, 2 for a path that is not a file.
 
-use crate::{archive_check, dist, notebook_check, worker};
+use crate::{archive_check, crate_check, dist, notebook_check, worker};
 use anyhow::{bail, Context, Result};
 use lab::kit::{self, Finding};
 use std::path::{Path, PathBuf};
@@ -75,6 +75,10 @@ pub const STEPS: &[Step] = &[
     Step::new("rust tests", rust_tests),
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
+    Step::new(
+        "embedded copies: lab/data = data/, dist/",
+        crate_check::embedded_copies,
+    ),
     Step::new("notebook", notebook),
     Step::new("notebook up to date", notebook_up_to_date),
     Step::new("python tests", python_tests),
@@ -85,6 +89,7 @@ pub const STEPS: &[Step] = &[
         archive_check::python_zipfile,
     ),
     Step::new("archive: unzip -t", archive_check::unzip_test),
+    Step::slow("cargo package -p lab", crate_check::package),
     Step::slow(
         "torch worker: build (no-deps torch 2.11.0)",
         worker::step_build,
@@ -140,9 +145,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     eprintln!("verify took {:.1?}", started.elapsed());
     // CI's closing line is exactly `N passed, N failed`; only `--fast` adds the skipped count.
     if skipped == 0 {
-        println!("{passed} passed, {failed} failed");
+        lab::outln!("{passed} passed, {failed} failed")?;
     } else {
-        println!("{passed} passed, {failed} failed, {skipped} skipped (--fast)");
+        lab::outln!("{passed} passed, {failed} failed, {skipped} skipped (--fast)")?;
     }
     Ok(if failed == 0 {
         ExitCode::SUCCESS
@@ -160,22 +165,33 @@ fn verify_one_archive(path: &Path) -> ExitCode {
         return ExitCode::from(error.exit_code());
     }
     let report = kit::verify_archive(path);
+    let mut out = Vec::new();
     if let Some(hash) = &report.sha256 {
-        println!("{}: sha256 {hash}", report.archive);
+        out.push(format!("{}: sha256 {hash}", report.archive));
     }
-    for finding in &report.findings {
-        println!("{finding}");
-    }
+    out.extend(report.findings.iter().map(ToString::to_string));
     if report.is_ok() {
-        println!(
+        out.push(format!(
             "{}: ok, {} members match {}",
             report.archive,
             kit::MEMBERS.len(),
             kit::MANIFEST_NAME
-        );
+        ));
+    } else {
+        out.push(format!(
+            "{}: {} problem(s)",
+            report.archive,
+            report.findings.len()
+        ));
+    }
+    // Printed through lab's one stdout path: a closed pipe is a quiet end, a full disk exit 1.
+    if let Err(error) = lab::stdout::lines(&out) {
+        eprintln!("xtask: error: {error}");
+        return ExitCode::FAILURE;
+    }
+    if report.is_ok() {
         ExitCode::SUCCESS
     } else {
-        println!("{}: {} problem(s)", report.archive, report.findings.len());
         ExitCode::FAILURE
     }
 }

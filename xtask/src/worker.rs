@@ -32,12 +32,14 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let root = crate::verify::project_root();
     let built = build(&root, args.full)?;
-    println!("worker: {}", built.worker().display());
-    println!("lab:    {}", built.lab().display());
-    println!(
-        "run with LIBTORCH={} (lab puts its lib folder on the worker's LD_LIBRARY_PATH)",
-        built.libtorch.display()
-    );
+    lab::stdout::lines(&[
+        format!("worker: {}", built.worker().display()),
+        format!("lab:    {}", built.lab().display()),
+        format!(
+            "run with LIBTORCH={} (lab puts its lib folder on the worker's LD_LIBRARY_PATH)",
+            built.libtorch.display()
+        ),
+    ])?;
     Ok(())
 }
 

@@ -656,12 +656,16 @@ fn run_protocol(
 }
 
 fn reply(reply: &WorkerReply) {
-    match serde_json::to_string(reply) {
-        Ok(text) => println!("{text}"),
-        Err(e) => println!(
+    let text = match serde_json::to_string(reply) {
+        Ok(text) => text,
+        Err(e) => format!(
             r#"{{"error":{{"kind":"runtime","message":"cannot encode the reply: {}"}}}}"#,
             e.to_string().replace('"', "'")
         ),
+    };
+    // Through lab's one stdout path; if `lab` cannot read the answer, stderr is all that is left.
+    if let Err(e) = lab::stdout::print(&format!("{text}\n")) {
+        eprintln!("lab-torch-worker: {e}");
     }
 }
 

@@ -1,6 +1,5 @@
 //! `lab compare`: the packages that give at least N GPUs for D days, cheapest first.
 
-use super::numbers::{duration, emit, positive_integer, print_json};
 use lab::compare::compare;
 use lab::pricing::cents_to_usd;
 
@@ -8,15 +7,13 @@ use lab::pricing::cents_to_usd;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// GPUs needed (whole number, at least 1); lots are bought whole, so some packages give more.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    gpus: String,
+    #[arg(long, value_name = "N", value_parser = lab::values::positive, allow_hyphen_values = true)]
+    gpus: u64,
     /// Package duration in days: 3, 7 or 30.
-    #[arg(long, value_name = "D", allow_hyphen_values = true)]
-    days: String,
-    /// Distinct useful results you expect to accept (no default); given, the unit cost of each
-    /// package is shown.
-    #[arg(long, value_name = "K", allow_hyphen_values = true)]
-    accepted_results: Option<String>,
+    #[arg(long, value_name = "D", value_parser = lab::values::days, allow_hyphen_values = true)]
+    days: u32,
+    #[command(flatten)]
+    accepted: super::AcceptedArg,
     #[command(flatten)]
     catalog: super::CatalogArg,
     /// Print one JSON object instead of the table.
@@ -27,20 +24,14 @@ pub struct Args {
 /// Runs `lab compare`.
 ///
 /// # Errors
-/// Usage (exit 2) for a bad flag value, an invalid catalog or an overflowing total; Runtime
-/// (exit 1) for an unreadable catalog file.
+/// Usage (exit 2) for an invalid catalog or an overflowing total; Runtime (exit 1) for an
+/// unreadable catalog file or a failed write to standard output.
 pub fn run(args: Args) -> lab::Result<()> {
-    let gpus = positive_integer("--gpus", &args.gpus, u64::MAX)?;
-    let days = duration(&args.days)?;
-    let accepted = args
-        .accepted_results
-        .as_deref()
-        .map(|text| positive_integer("--accepted-results", text, u64::MAX))
-        .transpose()?;
+    let (gpus, days, accepted) = (args.gpus, args.days, args.accepted.accepted_results);
     let catalog = args.catalog.load()?;
     let comparison = compare(&catalog, gpus, days, accepted)?;
     if args.json {
-        return print_json(&comparison);
+        return lab::stdout::json(&comparison);
     }
     let header = [
         "#",
@@ -86,5 +77,5 @@ pub fn run(args: Args) -> lab::Result<()> {
         catalog.describe(),
         comparison.catalog.sha256
     ));
-    emit(&out)
+    lab::stdout::lines(&out)
 }

@@ -6,22 +6,20 @@ use lab::fleet::{self, Devices};
 use lab::measure::parse_device;
 use lab::worker::{self, Unavailable, WorkerReply, WorkerRequest};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Flags of `lab environment`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// GPU to describe, `cuda:N` (no default: the device is always named explicitly); `all`
     /// or a list `cuda:0,cuda:1` asks one worker per GPU at once and compares them.
-    #[arg(long, value_name = "cuda:N|all|LIST")]
+    #[arg(long, value_name = "cuda:N|all|LIST", allow_hyphen_values = true)]
     device: String,
     /// Print one JSON object instead of the report.
     #[arg(long)]
     json: bool,
-    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
-    /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
-    worker: Option<PathBuf>,
+    #[command(flatten)]
+    worker: super::WorkerArg,
 }
 
 /// Runs `lab environment`; always succeeds (what is missing is part of the report).
@@ -31,22 +29,19 @@ pub fn run(args: Args) -> lab::Result<()> {
             return run_several(&devices, &args);
         }
     }
-    let report = report(&args.device, args.worker.as_deref());
+    let report = report(&args.device, args.worker.worker.as_deref());
     if args.json {
-        let text = serde_json::to_string_pretty(&report)
-            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
-        println!("{text}");
+        lab::stdout::json(&report)
     } else {
-        print!("{}", report.text());
+        lab::stdout::print(&report.text())
     }
-    Ok(())
 }
 
 /// `--device all|LIST`: one report per GPU, asked at once, then a comparison of what the GPUs
 /// announce (name, memory, compute capability, multiprocessors). When the GPU count cannot be
 /// learnt, or a listed GPU does not exist, the report of cuda:0 says why.
 fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
-    let mut first = report("cuda:0", args.worker.as_deref());
+    let mut first = report("cuda:0", args.worker.worker.as_deref());
     let indices = match first.device_count.map(|count| devices.resolve(count)) {
         Some(Ok(indices)) => indices,
         Some(Err(e)) => {
@@ -56,7 +51,7 @@ fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
         None => return print_several(&[first], args.json),
     };
     let reports: Vec<EnvironmentReport> = fleet::run_each(&indices, |index| {
-        Ok(report(&format!("cuda:{index}"), args.worker.as_deref()))
+        Ok(report(&format!("cuda:{index}"), args.worker.worker.as_deref()))
     })
     .into_iter()
     .filter_map(|(_, r)| r.ok())
@@ -69,26 +64,23 @@ fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
 fn print_several(reports: &[EnvironmentReport], json: bool) -> lab::Result<()> {
     let (table, flags) = compare_reports(reports);
     if json {
-        let value = serde_json::json!({ "devices": reports, "flags": flags });
-        let text = serde_json::to_string_pretty(&value)
-            .map_err(|e| lab::Error::runtime(format!("cannot encode the report: {e}")))?;
-        println!("{text}");
-        return Ok(());
+        return lab::stdout::json(&serde_json::json!({ "devices": reports, "flags": flags }));
     }
+    let mut out = String::new();
     for report in reports {
-        println!("== {} ==", report.device);
-        print!("{}", report.text());
+        let _ = writeln!(out, "== {} ==", report.device);
+        out.push_str(&report.text());
     }
     if reports.len() > 1 {
-        print!("{table}");
+        out.push_str(&table);
         for flag in &flags {
-            println!("FLAGGED {flag}");
+            let _ = writeln!(out, "FLAGGED {flag}");
         }
         if flags.is_empty() {
-            println!("every GPU answered with the same name, memory and compute capability");
+            out.push_str("every GPU answered with the same name, memory and compute capability\n");
         }
     }
-    Ok(())
+    lab::stdout::print(&out)
 }
 
 /// The comparison table of several reports and the flags: a GPU that did not answer, one that

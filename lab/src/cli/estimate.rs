@@ -1,21 +1,21 @@
 //! `lab estimate`: weight memory from a parameter count and a storage width (no GPU).
 
-use super::numbers::{emit, positive_integer, print_json};
-use lab::estimate::{estimate, parse_reserve_gib};
+use lab::estimate::estimate;
+use lab::values;
 use rust_decimal::Decimal;
 
 /// Flags of `lab estimate`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Number of parameters, all digits (e.g. 7000000000).
-    #[arg(long, value_name = "P", allow_hyphen_values = true)]
-    parameters: String,
+    #[arg(long, value_name = "P", value_parser = values::positive, allow_hyphen_values = true)]
+    parameters: u64,
     /// Storage width of one parameter in bits (e.g. 16, 8, 4); rounded up to whole bytes.
-    #[arg(long, value_name = "B", allow_hyphen_values = true)]
-    bits: String,
+    #[arg(long, value_name = "B", value_parser = values::positive_u32, allow_hyphen_values = true)]
+    bits: u32,
     /// Extra GiB you choose to set aside (an assumption, not a measurement); default 0.
-    #[arg(long, value_name = "R", allow_hyphen_values = true)]
-    reserve_gib: Option<String>,
+    #[arg(long, value_name = "R", value_parser = values::reserve_gib, allow_hyphen_values = true)]
+    reserve_gib: Option<Decimal>,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     json: bool,
@@ -24,19 +24,13 @@ pub struct Args {
 /// Runs `lab estimate`.
 ///
 /// # Errors
-/// Usage (exit 2) for a zero, negative or non-integer parameter count or bit width, a
-/// negative or non-finite reserve, or weights beyond 2^64 bytes.
+/// Usage (exit 2) for weights beyond 2^64 bytes; Runtime (exit 1) for a failed write to
+/// standard output. (Bad flag values are refused by clap through [`lab::values`].)
 pub fn run(args: Args) -> lab::Result<()> {
-    let parameters = positive_integer("--parameters", &args.parameters, u64::MAX)?;
-    let bits = positive_integer("--bits", &args.bits, u64::from(u32::MAX))?;
-    let bits = u32::try_from(bits).map_err(|_| lab::Error::usage("--bits is too large"))?;
-    let reserve = match args.reserve_gib.as_deref() {
-        Some(text) => parse_reserve_gib(text)?,
-        None => Decimal::ZERO,
-    };
-    let e = estimate(parameters, bits, reserve)?;
+    let reserve = args.reserve_gib.unwrap_or(Decimal::ZERO);
+    let e = estimate(args.parameters, args.bits, reserve)?;
     if args.json {
-        return print_json(&e);
+        return lab::stdout::json(&e);
     }
     let mut out: Vec<String> = Vec::new();
     let byte_word = if e.bytes_per_parameter == 1 {
@@ -60,5 +54,5 @@ pub fn run(args: Args) -> lab::Result<()> {
         "  This is weight memory only; it does not say whether a real model fits a card."
             .to_string(),
     );
-    emit(&out)
+    lab::stdout::lines(&out)
 }

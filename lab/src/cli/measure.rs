@@ -1,9 +1,9 @@
 //! `lab measure`: the bounded GPU measurement (`docs/PROTOCOL.md §4`), through the torch worker.
 
-use lab::document::{self, Configuration, Document};
+use lab::document::{self, Configuration, Document, Dtype};
 use lab::fleet::{self, Devices};
 use lab::worker::{self, WorkerReply, WorkerRequest};
-use lab::{measure, Error};
+use lab::{measure, values, Error};
 use std::path::{Path, PathBuf};
 
 /// Flags of `lab measure`. Numbers are taken as typed and checked by `lab` (exit 2 on bad
@@ -13,17 +13,17 @@ pub struct Args {
     /// GPU to measure, `cuda:N` (no default; `cpu`, `mps` and a bare `cuda` are refused);
     /// `all` or a list `cuda:0,cuda:1` measures those GPUs at once, one worker each (needs
     /// --output-dir).
-    #[arg(long, value_name = "cuda:N|all|LIST")]
-    device: String,
+    #[arg(long, value_name = "cuda:N|all|LIST", value_parser = values::devices, allow_hyphen_values = true)]
+    device: Devices,
     /// Batch size, >= 1.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    batch: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    batch: u64,
     /// Positions per sample, >= 1 (no attention, no KV cache).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    context: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    context: u64,
     /// Model width; hidden = 4 × width.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    width: String,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    width: u64,
     #[command(flatten)]
     passes: PassFlags,
     #[command(flatten)]
@@ -35,10 +35,8 @@ pub struct Args {
     /// `comparison.json`. Only with --device all or a list.
     #[arg(long, value_name = "DIR", conflicts_with = "output")]
     output_dir: Option<PathBuf>,
-    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
-    /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
-    worker: Option<PathBuf>,
+    #[command(flatten)]
+    worker: super::WorkerArg,
 }
 
 /// The flags of one measurement that `lab sweep` passes on unchanged to every point: element
@@ -46,17 +44,17 @@ pub struct Args {
 #[derive(Debug, clap::Args)]
 pub struct PassFlags {
     /// float32, float16 or bfloat16.
-    #[arg(long, default_value = "float32")]
-    pub dtype: String,
+    #[arg(long, default_value = "float32", value_parser = values::dtype, allow_hyphen_values = true)]
+    pub dtype: Dtype,
     /// Warm-up passes, measured together as one row, >= 0.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    pub warmup: String,
+    #[arg(long, default_value = "1", value_parser = values::passes, allow_hyphen_values = true)]
+    pub warmup: u64,
     /// Measured warm passes, one row each, >= 1.
-    #[arg(long, default_value = "2", allow_hyphen_values = true)]
-    pub repeats: String,
+    #[arg(long, default_value = "2", value_parser = values::repetitions, allow_hyphen_values = true)]
+    pub repeats: u64,
     /// Seed of the weights and the input.
-    #[arg(long, default_value = "0", allow_hyphen_values = true)]
-    pub seed: String,
+    #[arg(long, default_value = "0", value_parser = values::seed, allow_hyphen_values = true)]
+    pub seed: u64,
 }
 
 /// `--graph-replays`, shared by `lab measure` and `lab sweep`.
@@ -65,17 +63,32 @@ pub struct GraphFlag {
     /// After the phases, capture one forward into a CUDA graph and replay it: 5 batches of N
     /// back-to-back replays and N synchronised single replays (the launch-free floor; adds a
     /// `graph` object to the document). 1 to 1000000.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    pub graph_replays: Option<String>,
+    #[arg(long, value_name = "N", value_parser = values::graph_replays, allow_hyphen_values = true)]
+    pub graph_replays: Option<u64>,
 }
 
-impl GraphFlag {
-    /// The checked N, or `None` when the flag is absent.
-    pub fn replays(&self) -> lab::Result<Option<u64>> {
-        self.graph_replays
-            .as_deref()
-            .map(document::graph::parse_replays)
-            .transpose()
+impl PassFlags {
+    /// The configuration of one measurement on `device` with these passes; its sizes are
+    /// checked (a usage error when a tensor would be too large to describe).
+    pub fn configuration(
+        &self,
+        device: u32,
+        batch: u64,
+        context: u64,
+        width: u64,
+    ) -> lab::Result<Configuration> {
+        let configuration = Configuration {
+            device: format!("cuda:{device}"),
+            batch,
+            context,
+            width,
+            dtype: self.dtype,
+            warmup: self.warmup,
+            repeats: self.repeats,
+            seed: self.seed,
+        };
+        configuration.sizes()?;
+        Ok(configuration)
     }
 }
 
@@ -87,23 +100,16 @@ impl GraphFlag {
 /// failure during the run (the message contains "out of memory" for an out-of-memory
 /// failure); nothing is written.
 pub fn run(args: Args) -> lab::Result<()> {
-    let devices = Devices::parse(&args.device)?;
+    let devices = &args.device;
     // Several GPUs: the flags are checked once, as for cuda:0, then given to each GPU.
-    let first = match &devices {
-        Devices::One(index) => format!("cuda:{index}"),
-        _ => "cuda:0".to_owned(),
+    let first = match devices {
+        Devices::One(index) => *index,
+        _ => 0,
     };
-    let configuration = Configuration::from_flags(
-        &first,
-        &args.batch,
-        &args.context,
-        &args.width,
-        &args.passes.dtype,
-        &args.passes.warmup,
-        &args.passes.repeats,
-        &args.passes.seed,
-    )?;
-    let graph_replays = args.graph.replays()?;
+    let configuration =
+        args.passes
+            .configuration(first, args.batch, args.context, args.width)?;
+    let graph_replays = args.graph.graph_replays;
     if devices.is_several() {
         let Some(folder) = args.output_dir.as_deref() else {
             return Err(Error::usage(
@@ -111,11 +117,11 @@ pub fn run(args: Args) -> lab::Result<()> {
             ));
         };
         return measure_several(
-            &devices,
+            devices,
             &configuration,
             graph_replays,
             folder,
-            args.worker.as_deref(),
+            args.worker.worker.as_deref(),
         );
     }
     let Some(output) = args.output.as_deref() else {
@@ -124,12 +130,12 @@ pub fn run(args: Args) -> lab::Result<()> {
         ));
     };
     lab::output::check_new(output)?;
-    let path = worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    let path = worker::locate(args.worker.worker.as_deref())
+        .map_err(|u| Error::usage(u.message()))?;
     let document = measure::run_with_graph(&configuration, graph_replays, &path)?;
     document::write_new(output, &document)?;
-    print!("{}", measure::summary_text(&document));
-    println!("wrote {}", output.display());
-    Ok(())
+    lab::stdout::print(&measure::summary_text(&document))?;
+    lab::outln!("wrote {}", output.display())
 }
 
 /// How many GPUs the worker's libtorch sees (asked once, about cuda:0).
@@ -184,10 +190,10 @@ fn measure_several(
             Ok(document) => {
                 let file = folder.join(fleet::document_file_name(*index));
                 document::write_new(&file, document)?;
-                println!("cuda:{index}: wrote {}", file.display());
+                lab::outln!("cuda:{index}: wrote {}", file.display())?;
             }
             Err(e) => {
-                println!("cuda:{index}: FAILED: {e}");
+                lab::outln!("cuda:{index}: FAILED: {e}")?;
                 failed.push(format!("cuda:{index}"));
             }
         }
@@ -201,8 +207,8 @@ fn measure_several(
         .map_err(|e| Error::runtime(format!("cannot encode the comparison: {e}")))?;
     json.push('\n');
     lab::output::write_new(&folder.join(fleet::COMPARISON_FILE), json.as_bytes())?;
-    print!("{}", fleet::comparison_text(&comparison));
-    println!("wrote {}", folder.display());
+    lab::stdout::print(&fleet::comparison_text(&comparison))?;
+    lab::outln!("wrote {}", folder.display())?;
     if failed.is_empty() {
         Ok(())
     } else {

@@ -1,24 +1,16 @@
 //! `lab price`: the price of a package and, given accepted results, the cost per result.
 
-use super::numbers::{duration, emit, positive_integer, print_json};
-use lab::pricing::quote;
+use lab::catalog::CatalogInfo;
+use lab::pricing::{quote, Quote};
+use serde::Serialize;
 
 /// Flags of `lab price`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPU identifier from the catalog, e.g. b200 (`lab tariffs` lists them).
-    #[arg(long, value_name = "ID")]
-    gpu: String,
-    /// Package duration in days: 3, 7 or 30.
-    #[arg(long, value_name = "D", allow_hyphen_values = true)]
-    days: String,
-    /// Number of lots (whole number, at least 1). A lot holds the model's GPUs per lot.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    lots: String,
-    /// Distinct useful results actually accepted (whole number, at least 1; no default).
-    /// Given, the unit cost = package total / results is shown.
-    #[arg(long, value_name = "K", allow_hyphen_values = true)]
-    accepted_results: Option<String>,
+    #[command(flatten)]
+    package: super::PackageArgs,
+    #[command(flatten)]
+    accepted: super::AcceptedArg,
     #[command(flatten)]
     catalog: super::CatalogArg,
     /// Print one JSON object instead of the summary.
@@ -26,23 +18,34 @@ pub struct Args {
     json: bool,
 }
 
+/// The `--json` object: the quote's keys, then the catalog it came from.
+#[derive(Debug, Serialize)]
+struct Priced<'a> {
+    #[serde(flatten)]
+    quote: &'a Quote,
+    catalog: CatalogInfo,
+}
+
 /// Runs `lab price`.
 ///
 /// # Errors
-/// Usage (exit 2) for any bad flag value, unknown GPU or invalid catalog; Runtime (exit 1)
-/// for an unreadable catalog file.
+/// Usage (exit 2) for an unknown GPU or an invalid catalog; Runtime (exit 1) for an
+/// unreadable catalog file or a failed write to standard output.
 pub fn run(args: Args) -> lab::Result<()> {
-    let days = duration(&args.days)?;
-    let lots = positive_integer("--lots", &args.lots, u64::MAX)?;
-    let accepted = args
-        .accepted_results
-        .as_deref()
-        .map(|text| positive_integer("--accepted-results", text, u64::MAX))
-        .transpose()?;
+    let package = &args.package;
     let catalog = args.catalog.load()?;
-    let q = quote(&catalog, &args.gpu, days, lots, accepted)?;
+    let q = quote(
+        &catalog,
+        &package.gpu,
+        package.days,
+        package.lots,
+        args.accepted.accepted_results,
+    )?;
     if args.json {
-        return print_json(&q);
+        return lab::stdout::json(&Priced {
+            quote: &q,
+            catalog: catalog.info(),
+        });
     }
     let lot_word = if q.lots == 1 { "lot" } else { "lots" };
     let per_lot_word = if q.gpus_per_lot == 1 { "GPU" } else { "GPUs" };
@@ -70,7 +73,7 @@ pub fn run(args: Args) -> lab::Result<()> {
     out.push(format!(
         "  catalog:    {}, sha256 {}",
         catalog.describe(),
-        q.catalog.sha256
+        catalog.sha256()
     ));
-    emit(&out)
+    lab::stdout::lines(&out)
 }

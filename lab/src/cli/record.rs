@@ -1,8 +1,8 @@
 //! `lab record`: append one real run to the results grid `resultats-bruts.csv`.
 
-use super::numbers::{duration, emit, positive_integer, print_json};
 use lab::record::{append_run, RunInput};
-use lab::{Error, Result};
+use lab::stdout::{json as print_json, lines as emit};
+use lab::Result;
 use std::path::PathBuf;
 
 /// Flags of `lab record`.
@@ -15,15 +15,8 @@ pub struct Args {
     /// The results grid to append to (the kit's `resultats-bruts.csv`; never rewritten).
     #[arg(long, value_name = "resultats-bruts.csv")]
     results: PathBuf,
-    /// GPU id of the package, as in the catalog (e.g. b200).
-    #[arg(long, value_name = "ID")]
-    gpu: String,
-    /// Package duration in days: 3, 7 or 30.
-    #[arg(long, value_name = "D", allow_hyphen_values = true)]
-    days: String,
-    /// Lots bought (whole number, at least 1).
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    lots: String,
+    #[command(flatten)]
+    package: super::PackageArgs,
     /// Identifier of the run, unique in the grid [default: run-N, the smallest N from
     /// rows + 1 not used yet].
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
@@ -45,8 +38,8 @@ pub struct Args {
     observed: Option<String>,
     /// Distinct units of this run that meet the threshold (0 when none do; only a
     /// `completed` run can have more than 0).
-    #[arg(long, value_name = "K", allow_hyphen_values = true)]
-    accepted_results: Option<String>,
+    #[arg(long, value_name = "K", value_parser = lab::values::count, allow_hyphen_values = true)]
+    accepted_results: Option<u64>,
     /// completed, failed, interrupted or rejected (completed but below the threshold).
     #[arg(long, value_name = "OUTCOME", default_value = "completed")]
     outcome: String,
@@ -72,35 +65,18 @@ pub struct Args {
 /// missing or unreadable measurement or grid, and when the append fails (the grid is left as
 /// it was). See [`lab::record::append_run`].
 pub fn run(args: Args) -> Result<()> {
-    let days = duration(&args.days)?;
-    let lots = positive_integer("--lots", &args.lots, u64::MAX)?;
-    let accepted_results = args
-        .accepted_results
-        .as_deref()
-        .map(|text| {
-            if text == "0" {
-                Ok(0)
-            } else {
-                positive_integer("--accepted-results", text, u64::MAX).map_err(|_| {
-                    Error::usage(format!(
-                        "--accepted-results must be a whole number (0 when no unit was accepted), got '{text}'"
-                    ))
-                })
-            }
-        })
-        .transpose()?;
     let catalog = args.catalog.load()?;
     let input = RunInput {
         run_id: args.run_id.as_deref(),
         date_utc: args.date_utc.as_deref(),
         measurement: args.measurement.as_deref(),
-        gpu: &args.gpu,
-        days,
-        lots,
+        gpu: &args.package.gpu,
+        days: args.package.days,
+        lots: args.package.lots,
         quality_metric: args.quality_metric.as_deref(),
         threshold: args.threshold.as_deref(),
         observed: args.observed.as_deref(),
-        accepted_results,
+        accepted_results: args.accepted_results,
         outcome: &args.outcome,
         notes: args.notes.as_deref(),
     };

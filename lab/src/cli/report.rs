@@ -1,16 +1,17 @@
 //! `lab report`: tables per phase for one or several measurement files, as text, Markdown or
 //! JSON, and optionally an SVG chart.
 
-use super::numbers::{emit, print_json};
 use lab::document::read as read_measurement;
 use lab::report::{build_report, render_markdown, render_svg, render_text};
+use lab::stdout::{json as print_json, lines as emit};
 use lab::Result;
 use std::path::PathBuf;
 
 /// Flags of `lab report`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Measurement files written by `lab measure` or `mesure_memoire.py measure`.
+    /// Measurement files written by `lab measure` or `mesure_memoire.py measure`; `-` reads
+    /// one from standard input.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
     /// Also draw peak memory per phase and warm-forward times into this new SVG file.
@@ -36,10 +37,27 @@ pub fn run(args: Args) -> Result<()> {
         // Checked before any work so that a bad --svg costs nothing; the write checks again.
         lab::output::check_new(svg)?;
     }
+    if args
+        .files
+        .iter()
+        .filter(|path| super::is_stdin(path))
+        .count()
+        > 1
+    {
+        return Err(lab::Error::usage(
+            "`-` (standard input) can be given once: it holds one measurement document",
+        ));
+    }
     let measurements = args
         .files
         .iter()
-        .map(|path| read_measurement(path))
+        .map(|path| {
+            if super::is_stdin(path) {
+                read_stdin_measurement()
+            } else {
+                read_measurement(path)
+            }
+        })
         .collect::<Result<Vec<_>>>()?;
     let report = build_report(&measurements);
     if let Some(svg) = &args.svg {
@@ -59,4 +77,16 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The measurement document on standard input (`lab report -`), checked as a file is.
+fn read_stdin_measurement() -> Result<lab::document::LoadedMeasurement> {
+    let bytes = super::read_stdin(lab::document::MAX_DOCUMENT_BYTES, "measurement document")?;
+    let document = lab::document::parse(&bytes)
+        .map_err(|e| lab::Error::usage(format!("(standard input): {e}")))?;
+    Ok(lab::document::LoadedMeasurement {
+        path: "-".into(),
+        sha256: lab::digest::sha256_hex(&bytes),
+        document,
+    })
 }

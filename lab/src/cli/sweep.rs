@@ -7,14 +7,16 @@
 //! the limit was NOT found, and `summary.csv` and `--json` say how it ended (`sweep_end`,
 //! `end`, `limit_found`).
 
-use super::numbers::{emit, positive_integer, print_json};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::document::Configuration;
+use lab::fleet::Devices;
 use lab::output::write_new;
 use lab::sweep::{
     run_sweep, Bounds, Dimension, Event, PointOutcome, SweepEnd, SweepResult, WorkerRunner,
 };
+use lab::stdout::{json as print_json, lines as emit};
 use lab::units::{gib, mib};
+use lab::values;
 use lab::{Error, Result};
 use rust_decimal::{Decimal, RoundingStrategy};
 use std::path::{Path, PathBuf};
@@ -40,44 +42,43 @@ pub enum Vary {
 pub struct Args {
     /// GPU to measure on, e.g. `cuda:0` (no default, as for `lab measure`); `all` or a list
     /// `cuda:0,cuda:1` measures one point per GPU at once (fewer rounds).
-    #[arg(long, value_name = "cuda:N|all|LIST")]
-    device: String,
+    #[arg(long, value_name = "cuda:N|all|LIST", value_parser = values::devices, allow_hyphen_values = true)]
+    device: Devices,
     /// The dimension to grow.
     #[arg(long, value_enum)]
     vary: Vary,
     /// First value of the varied dimension.
-    #[arg(long, value_name = "A", allow_hyphen_values = true)]
-    from: String,
+    #[arg(long, value_name = "A", value_parser = values::sweep_value, allow_hyphen_values = true)]
+    from: u64,
     /// Largest value of the varied dimension.
-    #[arg(long, value_name = "B", allow_hyphen_values = true)]
-    to: String,
+    #[arg(long, value_name = "B", value_parser = values::sweep_value, allow_hyphen_values = true)]
+    to: u64,
     /// Stop bisecting when the largest fitted and smallest out-of-memory values are this close.
     #[arg(
         long,
         value_name = "R",
         default_value = "1",
+        value_parser = values::sweep_value,
         allow_hyphen_values = true
     )]
-    resolution: String,
+    resolution: u64,
     /// Batch size when not varied [default: 1].
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    batch: Option<String>,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    batch: Option<u64>,
     /// Number of positions when not varied [default: 16].
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    context: Option<String>,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    context: Option<u64>,
     /// Model width when not varied [default: 64].
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    width: Option<String>,
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
+    width: Option<u64>,
     /// Element type, warm-up, repetitions and seed of every point, as for `lab measure`.
     #[command(flatten)]
     passes: super::measure::PassFlags,
     /// `--graph-replays` of every point, as for `lab measure`.
     #[command(flatten)]
     graph: super::measure::GraphFlag,
-    /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
-    /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
-    worker: Option<PathBuf>,
+    #[command(flatten)]
+    worker: super::WorkerArg,
     /// New folder for the points' JSON files and summary.csv (must not exist).
     #[arg(long, value_name = "DIR")]
     output_dir: PathBuf,
@@ -86,15 +87,8 @@ pub struct Args {
     json: bool,
 }
 
-const MAX_VALUE: u64 = 1 << 40;
-
-/// The text of a fixed flag (its default when absent); an error when it is the varied one.
-fn fixed<'a>(
-    flag: &str,
-    given: Option<&'a str>,
-    default: &'a str,
-    varied: bool,
-) -> Result<&'a str> {
+/// The value of a fixed flag (its default when absent); an error when it is the varied one.
+fn fixed(flag: &str, given: Option<u64>, default: u64, varied: bool) -> Result<u64> {
     match (given, varied) {
         (Some(_), true) => Err(Error::usage(format!(
             "{flag} is the varied dimension: give its range with --from/--to instead"
@@ -116,62 +110,47 @@ pub fn run(args: Args) -> Result<()> {
         Vary::Batch => Dimension::Batch,
         Vary::Context => Dimension::Context,
     };
-    let bounds = Bounds::new(
-        positive_integer("--from", &args.from, MAX_VALUE)?,
-        positive_integer("--to", &args.to, MAX_VALUE)?,
-        positive_integer("--resolution", &args.resolution, MAX_VALUE)?,
-    )?;
+    let bounds = Bounds::new(args.from, args.to, args.resolution)?;
     let varied = |d: Dimension| dimension == d;
     let batch = fixed(
         "--batch",
-        args.batch.as_deref(),
-        "1",
+        args.batch,
+        1,
         varied(Dimension::Batch),
     )?;
     let context = fixed(
         "--context",
-        args.context.as_deref(),
-        "16",
+        args.context,
+        16,
         varied(Dimension::Context),
     )?;
     let width = fixed(
         "--width",
-        args.width.as_deref(),
-        "64",
+        args.width,
+        64,
         varied(Dimension::Width),
     )?;
-    // Checked by `lab measure`'s own validator, with the varied dimension at its largest value,
-    // so that every point's flags are valid before anything runs.
-    let to = bounds.to.to_string();
-    let pick = |d: Dimension, text: &'_ str| {
-        if varied(d) {
-            to.clone()
-        } else {
-            text.to_owned()
-        }
-    };
-    let devices = lab::fleet::Devices::parse(&args.device)?;
+    // Checked as `lab measure` checks its sizes, with the varied dimension at its largest
+    // value, so that every point's flags are valid before anything runs.
+    let pick = |d: Dimension, value: u64| if varied(d) { bounds.to } else { value };
+    let devices = args.device;
     let first = match &devices {
-        lab::fleet::Devices::One(index) => format!("cuda:{index}"),
-        _ => "cuda:0".to_owned(),
+        Devices::One(index) => *index,
+        _ => 0,
     };
-    let checked = Configuration::from_flags(
-        &first,
-        &pick(Dimension::Batch, batch),
-        &pick(Dimension::Context, context),
-        &pick(Dimension::Width, width),
-        &args.passes.dtype,
-        &args.passes.warmup,
-        &args.passes.repeats,
-        &args.passes.seed,
+    let checked = args.passes.configuration(
+        first,
+        pick(Dimension::Batch, batch),
+        pick(Dimension::Context, context),
+        pick(Dimension::Width, width),
     )?;
     // The varied dimension of `flags` is replaced at every point.
     let flags = checked;
-    let graph_replays = args.graph.replays()?;
-    let worker =
-        lab::worker::locate(args.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    let graph_replays = args.graph.graph_replays;
+    let worker = lab::worker::locate(args.worker.worker.as_deref())
+        .map_err(|u| Error::usage(u.message()))?;
     let devices = match devices {
-        lab::fleet::Devices::One(index) => vec![index],
+        Devices::One(index) => vec![index],
         several => several.resolve(super::measure::device_count(&worker)?)?,
     };
     // The summary names every GPU the points ran on.

@@ -1,6 +1,5 @@
 //! `lab tariffs`: the catalog as a table, cheapest per GPU-day first.
 
-use super::numbers::{duration, emit, print_json};
 use lab::catalog::CatalogInfo;
 use lab::pricing::{cents_to_usd, compare_per_gpu_day, usd_per_gpu_day};
 use serde::Serialize;
@@ -9,8 +8,8 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Show only packages of this duration: 3, 7 or 30 days.
-    #[arg(long, value_name = "D", allow_hyphen_values = true)]
-    days: Option<String>,
+    #[arg(long, value_name = "D", value_parser = lab::values::days, allow_hyphen_values = true)]
+    days: Option<u32>,
     #[command(flatten)]
     catalog: super::CatalogArg,
     /// Print one JSON object instead of the table.
@@ -25,8 +24,8 @@ struct Row<'a> {
     model: &'a str,
     days: u32,
     gpus_per_lot: u32,
-    price_cents: i64,
-    price_usd: String,
+    lot_price_cents: i64,
+    lot_price_usd: String,
     usd_per_gpu_day: String,
 }
 
@@ -41,10 +40,10 @@ struct Table<'a> {
 /// Runs `lab tariffs`.
 ///
 /// # Errors
-/// Usage (exit 2) for a bad `--days` or an invalid catalog; Runtime (exit 1) for an
-/// unreadable catalog file.
+/// Usage (exit 2) for an invalid catalog; Runtime (exit 1) for an unreadable catalog file or
+/// a failed write to standard output.
 pub fn run(args: Args) -> lab::Result<()> {
-    let days = args.days.as_deref().map(duration).transpose()?;
+    let days = args.days;
     let catalog = args.catalog.load()?;
     let mut entries: Vec<_> = catalog
         .entries()
@@ -59,13 +58,13 @@ pub fn run(args: Args) -> lab::Result<()> {
             model: &e.model,
             days: e.days,
             gpus_per_lot: e.gpus_per_lot,
-            price_cents: e.price_cents,
-            price_usd: cents_to_usd(e.price_cents).to_string(),
+            lot_price_cents: e.price_cents,
+            lot_price_usd: cents_to_usd(e.price_cents).to_string(),
             usd_per_gpu_day: usd_per_gpu_day(e).to_string(),
         })
         .collect();
     if args.json {
-        return print_json(&Table {
+        return lab::stdout::json(&Table {
             days,
             packages: rows,
             catalog: catalog.info(),
@@ -85,7 +84,7 @@ pub fn run(args: Args) -> lab::Result<()> {
         .unwrap_or(5);
     let w_price = rows
         .iter()
-        .map(|r| r.price_usd.len())
+        .map(|r| r.lot_price_usd.len())
         .chain([13])
         .max()
         .unwrap_or(13);
@@ -103,7 +102,7 @@ pub fn run(args: Args) -> lab::Result<()> {
     for r in &rows {
         out.push(format!(
             "{:<w_gpu$}  {:<w_model$}  {:>4}  {:>8}  {:>w_price$}  {:>w_day$}",
-            r.gpu, r.model, r.days, r.gpus_per_lot, r.price_usd, r.usd_per_gpu_day
+            r.gpu, r.model, r.days, r.gpus_per_lot, r.lot_price_usd, r.usd_per_gpu_day
         ));
     }
     out.push(format!(
@@ -112,5 +111,5 @@ pub fn run(args: Args) -> lab::Result<()> {
         catalog.describe(),
         catalog.sha256()
     ));
-    emit(&out)
+    lab::stdout::lines(&out)
 }

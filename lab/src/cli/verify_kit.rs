@@ -1,8 +1,8 @@
 //! `lab verify-kit FILE.zip`: checks a downloaded kit against its own manifest, with the same
 //! implementation as `cargo xtask verify --archive` ([`lab::kit::verify_archive`]).
 
-use super::numbers::{emit, print_json};
 use lab::kit;
+use lab::stdout::{json as print_json, lines as emit};
 use lab::{Error, Result};
 use serde_json::json;
 use std::path::PathBuf;
@@ -10,7 +10,8 @@ use std::path::PathBuf;
 /// Flags of `lab verify-kit`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The kit archive, e.g. iteragpu-lab-v1.zip (read only, never extracted).
+    /// The kit archive, e.g. iteragpu-lab-v1.zip (read only, never extracted); `-` reads it
+    /// from standard input.
     #[arg(value_name = "FILE.zip")]
     archive: PathBuf,
     /// Print one JSON object instead of the lines.
@@ -26,8 +27,13 @@ pub struct Args {
 /// finding is printed first, by member name). The path check is [`kit::check_archive_path`],
 /// shared with `cargo xtask verify --archive`, so both exit the same way.
 pub fn run(args: Args) -> Result<()> {
-    kit::check_archive_path(&args.archive)?;
-    let report = kit::verify_archive(&args.archive);
+    let report = if super::is_stdin(&args.archive) {
+        let bytes = super::read_stdin(kit::MAX_ARCHIVE_BYTES, "kit archive")?;
+        kit::verify_archive_bytes("(standard input)", &bytes)
+    } else {
+        kit::check_archive_path(&args.archive)?;
+        kit::verify_archive(&args.archive)
+    };
     if args.json {
         print_json(&json!({
             "archive": report.archive,

@@ -21,7 +21,6 @@
 //! in blocks that stay reserved for the graph as long as it exists, which is why `capture`
 //! shows reserved bytes grow. Replays allocate nothing (`replay` end equals its baseline).
 
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -199,16 +198,6 @@ impl GraphSection {
     }
 }
 
-/// Parses `--graph-replays`: a whole number from 1 to [`MAX_REPLAYS`]; a usage error (exit 2)
-/// naming the flag otherwise.
-pub fn parse_replays(text: &str) -> Result<u64> {
-    crate::measure::parse_count("--graph-replays", text, 1, MAX_REPLAYS).map_err(|e| {
-        Error::usage(format!(
-            "{e} (N replays of the captured forward, e.g. --graph-replays 1000)"
-        ))
-    })
-}
-
 /// The summary lines about the graph floor: graph time per forward, eager vs graph and the
 /// launch overhead between them (when the eager median GPU time `eager_gpu_seconds` is known),
 /// achieved FLOP/s from the graph time, and what the capture reserved.
@@ -327,17 +316,6 @@ mod tests {
         assert!(found.contains("graph.replay: end allocated"), "{found}");
         g.replays = 0;
         assert!(g.problems().join("\n").contains("graph.replays is 0"));
-    }
-
-    #[test]
-    fn replays_flag_bounds() {
-        assert_eq!(parse_replays("1").unwrap(), 1);
-        assert_eq!(parse_replays("1000000").unwrap(), MAX_REPLAYS);
-        for bad in ["0", "1000001", "-5", "1.5", "", "x", "18446744073709551616"] {
-            let e = parse_replays(bad).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{bad}");
-            assert!(e.to_string().contains("--graph-replays"), "{bad}: {e}");
-        }
     }
 
     #[test]

@@ -1,0 +1,131 @@
+//! What the CLI tests share: the `lab` command, usage-error and JSON helpers, and a fake torch
+//! worker that speaks the worker's JSON protocol.
+
+#![allow(dead_code)] // Each test module uses its own part.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+/// The `lab` binary under test, never picking up a real worker or libtorch from the
+/// developer's environment.
+pub fn lab() -> Command {
+    let mut command = Command::cargo_bin("lab").unwrap();
+    command
+        .env_remove("LAB_TORCH_WORKER")
+        .env_remove("LIBTORCH");
+    command
+}
+
+/// Path of the `lab` binary under test.
+pub fn lab_path() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("lab")
+}
+
+/// Runs `args`: exit 2, nothing on stdout, exactly one stderr line starting `lab: error: `,
+/// with no control character, containing `needle`. Returns that line.
+pub fn usage_error(args: &[&str], needle: &str) -> String {
+    let output = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr:?}");
+    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
+    let line = stderr
+        .strip_suffix('\n')
+        .unwrap_or_else(|| panic!("{args:?}: {stderr:?}"));
+    assert!(
+        !line.contains('\n'),
+        "{args:?}: more than one line: {stderr:?}"
+    );
+    assert!(line.starts_with("lab: error: "), "{stderr:?}");
+    assert!(!line.chars().any(char::is_control), "{stderr:?}");
+    assert!(
+        line.contains(needle),
+        "{args:?}: expected {needle:?} in {stderr:?}"
+    );
+    line.to_owned()
+}
+
+/// Runs `args`, expects success, and parses stdout as one JSON value.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let output = lab().args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The repository's root (the parent of `lab/`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A fake torch worker in `dir`: a shell script that reads its request, prints `stderr` on
+/// standard error and `stdout` on standard output, and exits `code`.
+pub fn fake_worker(dir: &Path, name: &str, stderr: &str, stdout: &str, code: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{}' >&2\nprintf '%s\\n' '{}'\nexit {code}\n",
+        stderr.replace('\'', ""),
+        stdout.replace('\'', "")
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A worker answer to a measurement of batch 1, context 16, width 64, warm-up 1, repeats 2 (six
+/// phase rows), on a fake GPU of 150109880320 bytes.
+pub fn fake_measurement() -> String {
+    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
+        serde_json::json!({
+            "phase": phase, "repetition": rep, "forward_passes": passes,
+            "wall_seconds": 0.0001, "gpu_seconds": 0.00005,
+            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
+            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
+            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
+        })
+    };
+    let phases = vec![
+        row("model_load", None, 0, 0, 132_608, 132_608),
+        row("inputs", None, 0, 132_608, 136_704, 136_704),
+        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
+        row("warmup", None, 1, 136_704, 140_800, 169_472),
+        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
+        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
+    ];
+    serde_json::json!({"measurement": {
+        "environment": {
+            "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
+            "device_count": 1,
+            "device": {"index": 0, "name": "Fake GPU", "compute_capability": "9.0",
+                       "total_memory_bytes": 150_109_880_320u64, "multiprocessor_count": 132},
+            "device_problem": null, "tf32_matmul_allowed": false
+        },
+        "phases": phases
+    }})
+    .to_string()
+}
+
+/// A kit archive built with the library's own writer from eight small fake files.
+pub fn good_kit(dir: &Path) -> PathBuf {
+    let files = lab::kit::MEMBERS
+        .iter()
+        .filter(|m| !m.is_manifest())
+        .map(|m| {
+            (
+                m.name.to_string(),
+                format!("content of {}\n", m.name).into_bytes(),
+            )
+        })
+        .collect();
+    let kit = lab::kit::Kit::from_files(files).unwrap();
+    let bytes = kit.archive(lab::kit::entry_time(None).unwrap()).unwrap();
+    let path = dir.join("iteragpu-lab-v1.zip");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}

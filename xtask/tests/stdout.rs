@@ -1,0 +1,94 @@
+//! Every `cargo xtask` command that prints, with standard output closed early or full: a
+//! closed pipe is a quiet end (exit 0), a full disk exit 1 with one line
+//! `xtask: error: cannot write to standard output: ...` (all through `lab::stdout`). The
+//! long commands (`verify` without `--archive`, `worker`) print through the same function;
+//! they are left to CI.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// A kit archive built with the library's writer from eight small fake files.
+fn good_kit(dir: &Path) -> String {
+    let files = lab::kit::MEMBERS
+        .iter()
+        .filter(|m| !m.is_manifest())
+        .map(|m| (m.name.to_string(), format!("{}\n", m.name).into_bytes()))
+        .collect();
+    let kit = lab::kit::Kit::from_files(files).unwrap();
+    let path = dir.join("kit.zip");
+    std::fs::write(
+        &path,
+        kit.archive(lab::kit::entry_time(None).unwrap()).unwrap(),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// Arguments of a successful run of each case, writing only under `dir`.
+fn cases(dir: &Path) -> Vec<Vec<String>> {
+    let out = |name: &str| dir.join(name).display().to_string();
+    vec![
+        vec!["--help".into()],
+        vec!["dist".into(), "--help".into()],
+        vec!["dist".into(), "--out-dir".into(), out("dist")],
+        vec!["verify".into(), "--archive".into(), good_kit(dir)],
+        vec!["man".into(), "--out-dir".into(), out("man")],
+    ]
+}
+
+fn run(args: &[String], stdout: Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn xtask_ends_quietly_on_a_closed_pipe_and_fails_on_a_full_disk() {
+    for index in 0..cases(tempfile::tempdir().unwrap().path()).len() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = &cases(dir.path())[index];
+        let output = run(args, Stdio::piped());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!output.stdout.is_empty(), "{args:?} printed nothing");
+
+        let dir = tempfile::tempdir().unwrap();
+        let args = &cases(dir.path())[index];
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = run(args, writer.into());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "closed pipe, {args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("error"), "closed pipe, {args:?}: {stderr}");
+        assert!(
+            !stderr.contains("panicked"),
+            "closed pipe, {args:?}: {stderr}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let args = &cases(dir.path())[index];
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let output = run(args, full.into());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "/dev/full, {args:?}: {stderr}"
+        );
+        assert_eq!(
+            stderr.trim_end(),
+            "xtask: error: cannot write to standard output: No space left on device (os error 28)",
+            "/dev/full, {args:?}"
+        );
+    }
+}
