@@ -9,7 +9,8 @@
 //!   JSON protocol;
 //! - [`report`]: reading measurement documents back (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
-//! - [`kit`]: the release archive, its manifest and its verifier;
+//! - [`kit`]: the release archive as users receive it (members, manifest schema, layout rule)
+//!   and its verifier; the writer is in `xtask`;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the two kinds of failure and

@@ -7,35 +7,32 @@
 //! is for developers only: CI runs `cargo xtask verify` without flags, so every step.
 //!
 //! `cargo xtask verify --archive FILE` runs none of the steps: it checks one zip (e.g. a
-//! downloaded kit) against its own manifest with [`lab::kit::verify_archive`]. Exit codes as
-//! `lab verify-kit`: 1 for a mismatch or a missing file, 2 for a path that is not a file.
+//! downloaded kit) with [`lab::kit::verify_archive`] and prints the same report as
+//! `lab verify-kit`. Exit codes as `lab verify-kit`: 1 for a problem or a missing file, 2 for a
+//! path that is not a file.
 
-use crate::{archive_check, dist, notebook_check, worker};
-use anyhow::{bail, Context, Result};
-use lab::kit::{self, Finding};
+use crate::{archive, archive_check, content, notebook_kernel, worker, Ctx};
+use anyhow::{Context, Result};
+use lab::kit;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use xshell::{cmd, Shell};
+use xshell::cmd;
 
 /// Flags of `cargo xtask verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Check only this zip against its own MANIFEST.json (safely, without extracting) and
-    /// report every mismatch by member name.
+    /// Check only this zip against the kit layout and its own MANIFEST.json (safely, without
+    /// extracting) and report every problem by member name.
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
     /// Skip the slow steps (developers only; CI runs every step).
     #[arg(long)]
     pub fast: bool,
-}
-
-/// What every step gets: a shell whose current folder is the workspace root, and that root.
-pub struct Ctx {
-    /// Shell for running commands, in [`Ctx::root`].
-    pub sh: Shell,
-    /// The workspace root.
-    pub root: PathBuf,
+    /// Run only the steps whose name contains this text (developers only), e.g.
+    /// `--step jupyter`; the archive steps fail unless the dist step is selected too.
+    #[arg(long, value_name = "TEXT")]
+    pub step: Option<String>,
 }
 
 /// One named check. `Err` means it failed; the error says why.
@@ -68,16 +65,21 @@ impl Step {
     }
 }
 
-/// Every check CI runs, in order. The archive steps read the archive the `dist` step built.
+/// Every check CI runs, in order. The archive steps read the archive the dist step of the same
+/// run built, and fail when it did not build one.
 pub const STEPS: &[Step] = &[
     Step::new("fmt", fmt),
     Step::new("clippy", clippy),
     Step::new("rust tests", rust_tests),
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
-    Step::new("notebook", notebook),
+    Step::new("notebook: nbformat schema and kit rules", notebook),
     Step::new("notebook up to date", notebook_up_to_date),
     Step::new("python tests", python_tests),
+    Step::slow(
+        "notebook in a Jupyter kernel without PyTorch",
+        notebook_kernel::step,
+    ),
     Step::new("dist twice: same SHA-256", archive_check::reproducible),
     Step::new("archive vs manifest: lab::kit", archive_check::read_back),
     Step::new(
@@ -99,26 +101,20 @@ pub const STEPS: &[Step] = &[
     ),
 ];
 
-/// The workspace root (the parent of `xtask/`).
-pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 /// Runs `cargo xtask verify`; returns exit code 1 when any step (or the archive) failed.
 pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(path) = args.archive {
         return Ok(verify_one_archive(&path));
     }
-    let root = project_root();
-    let sh = Shell::new()?;
-    sh.change_dir(&root);
-    let ctx = Ctx { sh, root };
+    let ctx = Ctx::new(crate::project_root())?;
     let started = Instant::now();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for step in STEPS {
+        if let Some(only) = &args.step {
+            if !step.name.contains(only.as_str()) {
+                continue;
+            }
+        }
         if args.fast && step.slow {
             eprintln!("==> {} (skipped: --fast)", step.name);
             skipped += 1;
@@ -151,42 +147,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// `--archive FILE`: prints every finding by member name; exit 1 on any. The path is checked
-/// first as `lab verify-kit` checks it ([`kit::check_archive_path`]): a folder or other
-/// non-file is bad input (one line on stderr, exit 2), a missing or unreadable file exit 1.
+/// `--archive FILE`: prints the report `lab verify-kit` prints ([`kit::Report::lines`]); exit
+/// 1 on any finding. The path is checked first as `lab verify-kit` checks it
+/// ([`kit::check_archive_path`]): a folder or other non-file is bad input (one line on
+/// stderr, exit 2), a missing or unreadable file exit 1.
 fn verify_one_archive(path: &Path) -> ExitCode {
     if let Err(error) = kit::check_archive_path(path) {
         eprintln!("xtask: error: {}", lab::text::one_line(&error.to_string()));
         return ExitCode::from(error.exit_code());
     }
     let report = kit::verify_archive(path);
-    if let Some(hash) = &report.sha256 {
-        println!("{}: sha256 {hash}", report.archive);
-    }
-    for finding in &report.findings {
-        println!("{finding}");
+    for line in report.lines() {
+        println!("{line}");
     }
     if report.is_ok() {
-        println!(
-            "{}: ok, {} members match {}",
-            report.archive,
-            kit::MEMBERS.len(),
-            kit::MANIFEST_NAME
-        );
         ExitCode::SUCCESS
     } else {
-        println!("{}: {} problem(s)", report.archive, report.findings.len());
         ExitCode::FAILURE
     }
-}
-
-/// Turns findings into a step result: one line per finding.
-pub fn findings_result(findings: &[Finding]) -> Result<()> {
-    if findings.is_empty() {
-        return Ok(());
-    }
-    let lines: Vec<String> = findings.iter().map(|f| format!("  {f}")).collect();
-    bail!("{} problem(s):\n{}", findings.len(), lines.join("\n"))
 }
 
 fn fmt(ctx: &Ctx) -> Result<()> {
@@ -207,8 +185,7 @@ fn rust_tests(ctx: &Ctx) -> Result<()> {
 
 /// Reads the source of kit member `name` (`README.md`, ...) from the workspace.
 fn member_source(ctx: &Ctx, name: &str) -> Result<(String, Vec<u8>)> {
-    let source = kit::member(name)
-        .and_then(|m| m.source)
+    let source = archive::source_of(name)
         .with_context(|| format!("{name} is not a content file of the kit"))?;
     let bytes =
         std::fs::read(ctx.root.join(source)).with_context(|| format!("{source}: cannot read"))?;
@@ -217,17 +194,17 @@ fn member_source(ctx: &Ctx, name: &str) -> Result<(String, Vec<u8>)> {
 
 fn catalog(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "tarifs-forfaits.csv")?;
-    findings_result(&kit::check_catalog(&file, &bytes))
+    crate::findings_result(&content::catalog(&file, &bytes))
 }
 
 fn results_grid(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "resultats-bruts.csv")?;
-    findings_result(&kit::check_results_grid(&file, &bytes))
+    crate::findings_result(&content::results_grid(&file, &bytes))
 }
 
 fn notebook(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "mesure-memoire.ipynb")?;
-    findings_result(&notebook_check::check(&file, &bytes))
+    crate::findings_result(&crate::notebook_check::check(&file, &bytes))
 }
 
 /// `cargo xtask notebook --check`: the notebook's code cells are the script's regions.
@@ -238,9 +215,4 @@ fn notebook_up_to_date(ctx: &Ctx) -> Result<()> {
 /// The Python suites of the kit's scripts, with the machine's python3 and nothing installed.
 fn python_tests(ctx: &Ctx) -> Result<()> {
     Ok(cmd!(ctx.sh, "python3 -m unittest discover -s tests/python").run()?)
-}
-
-/// Where the `dist` step writes the archive the later steps read.
-pub fn built_archive(ctx: &Ctx) -> PathBuf {
-    dist::default_out_dir(&ctx.root).join(kit::ARCHIVE_NAME)
 }
