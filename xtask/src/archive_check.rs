@@ -121,12 +121,12 @@ pub fn python_zipfile(ctx: &Ctx) -> Result<()> {
 /// `unzip -t` (Info-ZIP) as a third reader. Missing `unzip` is a failure, not a skip: CI's
 /// `.ci/run` installs it, and a developer machine gets the install hint.
 pub fn unzip_test(ctx: &Ctx) -> Result<()> {
+    let path = ctx.built_archive()?;
     if !on_path("unzip") {
         bail!(
             "`unzip` is not installed (Debian/Ubuntu: apt-get install unzip; .ci/run installs it)"
         );
     }
-    let path = ctx.built_archive()?;
     let listing = cmd!(ctx.sh, "unzip -t {path}").quiet().read()?;
     let last = listing.lines().last().unwrap_or_default();
     if !last.contains("No errors detected") {
@@ -144,4 +144,23 @@ fn on_path(program: &str) -> bool {
 
 fn is_file(path: &Path) -> bool {
     path.metadata().is_ok_and(|m| m.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a successful dist step in the same run, every archive step fails, whatever
+    /// archive an earlier run left in target/dist.
+    #[test]
+    fn archive_steps_fail_without_this_runs_dist_step() {
+        let ctx = Ctx::new(crate::project_root()).unwrap();
+        for step in [read_back, python_zipfile, unzip_test] {
+            let error = step(&ctx).unwrap_err().to_string();
+            assert!(
+                error.contains("the dist step of this run did not build one"),
+                "{error}"
+            );
+        }
+    }
 }
