@@ -3,7 +3,10 @@
 //! The grid is a log (see the kit's `protocole-qualite.md`): rows are never edited or removed.
 //! [`append_run`] checks the grid (exactly the kit's header, well-formed rows), refuses a
 //! measurement file already recorded (same SHA-256) and a `run_id` already used, then appends
-//! one row.
+//! one row ([`GridRow`], in the kit's column order). Every cell of that row, whatever its
+//! source (a flag, the measurement's file name, the catalog), goes through one guard,
+//! [`check_cell`], on the bytes about to be appended ([`encode_row`]): one line of visible
+//! text that a spreadsheet will not run as a formula.
 //!
 //! Why append rather than copy-to-temp + rename: a rename replaces the file, so a row another
 //! program appended between our read and our rename would be lost, and the existing rows would
@@ -177,7 +180,7 @@ fn shown(value: &str) -> String {
 /// `numeric` cells also take a signed number).
 ///
 /// # Errors
-/// [`Error::Usage`] naming the source ([`source_of`]) and how to fix it.
+/// [`Error::Usage`] naming the source (the flag, or "the measurement file name") and how to fix it.
 pub fn check_cell(column: &str, value: &str, numeric: bool) -> Result<()> {
     let source = source_of(column);
     if let Some(c) = value
