@@ -9,7 +9,8 @@
 //! - no run metadata of any runner, known or not: only `kernelspec` and `language_info` (without
 //!   the `version` of a past kernel) at the top, only UI keys (`tags`, `editable`, `deletable`,
 //!   `jupyter`, `slideshow`) in a cell. Known runners are named in the finding: papermill
-//!   (per-cell and notebook-level `papermill`, with parameters and local paths), JupyterLab and
+//!   (per-cell and notebook-level `papermill`, with parameters and local paths, and its
+//!   `injected-parameters` cell), JupyterLab and
 //!   nbclient (`execution` timing), the ExecuteTime extension (`ExecuteTime`), Colab (`colab`,
 //!   `executionInfo`, `outputId`), Kaggle, VS Code (`vscode`, `interpreter`);
 //! - self-contained: no cell imports the companion script.
@@ -342,6 +343,14 @@ fn check_cell(index: usize, cell: &Map<String, Value>, out: &mut Findings<'_>) {
                 out.cell(index, &format!("metadata.{key}"), unexpected_metadata(key));
             }
         }
+        let tags = metadata.get("tags").and_then(Value::as_array);
+        if tags.is_some_and(|t| t.iter().any(|t| t == "injected-parameters")) {
+            out.cell(
+                index,
+                "metadata.tags",
+                "the parameters papermill injected into a run; the cell must be removed",
+            );
+        }
     }
 }
 
@@ -548,7 +557,9 @@ mod tests {
             "tags": ["parameters"],
             "some_tool": 1
         });
-        let mut nb = notebook_value(json!([cell]));
+        let mut injected = code("b", "DEVICE = \"cuda:1\"");
+        injected["metadata"] = json!({"tags": ["injected-parameters"]});
+        let mut nb = notebook_value(json!([cell, injected]));
         nb["metadata"]["papermill"] = json!({
             "input_path": "/home/someone/in.ipynb", "output_path": "/home/someone/out.ipynb",
             "parameters": {"DEVICE": "cuda:1"}, "version": "2.6.0"
@@ -567,6 +578,7 @@ mod tests {
                 "nb.ipynb: cell 0, field `metadata.execution`: execution timing",
                 "nb.ipynb: cell 0, field `metadata.executionInfo`: Google Colab",
                 "nb.ipynb: cell 0, field `metadata.some_tool`: not written by",
+                "nb.ipynb: cell 1, field `metadata.tags`: the parameters papermill injected",
             ],
         );
     }
