@@ -17,7 +17,7 @@
 //!    disk 0 (no ZIP64, no multi-disk).
 //! 3. Exactly the nine members of [`super::MEMBERS`], each once, sorted by path.
 //! 4. Every entry, in its local header and in the central directory alike: made by Unix (host
-//!    3), version needed 2.0, flags 0 apart from the deflate option bits (no encryption, no
+//!    3) with format version 2.0, version needed 2.0, flags 0 apart from the deflate option bits (no encryption, no
 //!    data-descriptor flag, no UTF-8 flag: the names are ASCII), method 8 (deflate), no extra
 //!    field, no file comment, disk 0, internal attributes 0, external attributes exactly a
 //!    regular file with mode 0644 ([`super::MEMBER_PERMISSIONS`]; not 0755, 0666, setuid, a
@@ -44,8 +44,9 @@ const END_LEN: usize = 22;
 const LOCAL_LEN: usize = 30;
 /// Length of a central record without name, extra field and comment.
 const CENTRAL_LEN: usize = 46;
-/// Host byte of "version made by" for Unix.
-const HOST_UNIX: u8 = 3;
+/// "Version made by": Unix (3, which carries the mode in the external attributes), format
+/// version 2.0.
+const MADE_BY: u16 = 0x0314;
 /// Version needed to extract a deflated entry (2.0).
 const VERSION_DEFLATE: u16 = 20;
 /// Compression method 8, deflate.
@@ -222,10 +223,12 @@ pub fn read(label: &str, archive: &[u8]) -> Layout {
         let shown = entry.display_name();
         let mut problem = |message: String| layout.findings.push(Finding::new(&shown, message));
 
-        if made_by >> 8 != u16::from(HOST_UNIX) {
+        if made_by != MADE_BY {
             problem(format!(
-                "made by host {} in the central directory, expected 3 (Unix), which carries the mode",
-                made_by >> 8
+                "made by host {} version {}.{}, expected Unix (3) version 2.0, which carries the mode",
+                made_by >> 8,
+                (made_by & 0xff) / 10,
+                (made_by & 0xff) % 10
             ));
         }
         check_shared(&central, &mut problem);
