@@ -106,6 +106,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(path) = args.archive {
         return Ok(verify_one_archive(&path));
     }
+    if let Some(only) = &args.step {
+        if !STEPS.iter().any(|s| s.name.contains(only.as_str())) {
+            let names: Vec<&str> = STEPS.iter().map(|s| s.name).collect();
+            anyhow::bail!(
+                "no step name contains {only:?}; the steps are: {}",
+                names.join("; ")
+            );
+        }
+    }
     let ctx = Ctx::new(crate::project_root())?;
     let started = Instant::now();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);

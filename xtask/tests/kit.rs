@@ -426,11 +426,22 @@ fn stale_temporary_files_are_cleaned_on_the_next_run() {
         std::process::id()
     ));
     let other = out.join("notes.txt");
-    for path in [&stale, &live, &other] {
+    let old = out.join(format!(
+        ".iteragpu-lab-v1.zip.dist-tmp.{}.Zx8kLm",
+        std::process::id()
+    ));
+    for path in [&stale, &live, &other, &old] {
         fs::write(path, b"partial").unwrap();
     }
+    // Over an hour old: stale whatever its process.
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(7200))
+        .unwrap();
     dist(src.path(), &out, &[], "022");
-    assert!(!stale.exists());
+    assert!(!stale.exists() && !old.exists());
     assert!(live.exists() && other.exists());
 }
 
