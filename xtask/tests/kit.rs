@@ -1098,8 +1098,7 @@ fn repacking_with_another_deflate_level_passes() {
             .unwrap()
             .read_to_end(&mut content)
             .unwrap();
-        let mut encoder = flate_fast(&content);
-        entry.data = std::mem::take(&mut encoder);
+        entry.data = flate_fast(&content);
     }
     let repacked = assemble(&entries, &Assembly::default());
     assert_ne!(sha256(&repacked), sha256(&bytes));
