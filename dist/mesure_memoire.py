@@ -79,6 +79,14 @@ class KitError(Exception):
         super().__init__(one_line(message))
         self.exit_code = exit_code
 
+    def _render_traceback_(self):
+        """What IPython and Jupyter show for this error: its one line, no traceback.
+
+        The message already says what is wrong and how to fix it; frames through the kit's
+        helpers would only hide it. IPython calls this hook for exceptions that define it.
+        """
+        return [f"{type(self).__name__}: {self}"]
+
 
 def parse_int(name, value, minimum, maximum=_U64_MAX):
     """Returns ``value`` as an int in ``[minimum, maximum]``, or raises KitError (exit 2).

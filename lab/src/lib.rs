@@ -10,7 +10,8 @@
 //!   its JSON protocol;
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
-//! - [`kit`]: the release archive, its manifest and its verifier;
+//! - [`kit`]: the release archive as users receive it (members, manifest schema, layout rule)
+//!   and its verifier; the writer is in `xtask`;
 //! - the command line: [`values`] (the one grammar that turns flag text into typed values),
 //!   [`stdout`] (the one way to standard output, for `lab` and `xtask`), and the clap
 //!   definitions with each command's printing in the hidden `cli` module (in the library so

@@ -3,7 +3,10 @@
 //! The grid is a log (see the kit's `protocole-qualite.md`): rows are never edited or removed.
 //! [`append_run`] checks the grid (exactly the kit's header, well-formed rows), refuses a
 //! measurement file already recorded (same SHA-256) and a `run_id` already used, then appends
-//! one row.
+//! one row ([`GridRow`], in the kit's column order). Every cell of that row, whatever its
+//! source (a flag, the measurement's file name, the catalog), goes through one guard,
+//! [`check_cell`], on the bytes about to be appended ([`encode_row`]): one line of visible
+//! text that a spreadsheet will not run as a formula.
 //!
 //! Why append rather than copy-to-temp + rename: a rename replaces the file, so a row another
 //! program appended between our read and our rename would be lost, and the existing rows would
@@ -25,9 +28,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The empty results grid shipped in the kit; its first line is the only header accepted.
-/// A copy of `dist/resultats-bruts.csv` inside the crate (so that `cargo package` works);
-/// `cargo xtask verify` proves the two are byte-equal.
-pub const KIT_GRID: &str = include_str!("../data/resultats-bruts.csv");
+pub const KIT_GRID: &str = include_str!("../../dist/resultats-bruts.csv");
 
 /// Largest grid `lab record` reads (a grid holds one short line per run).
 pub const MAX_GRID_BYTES: u64 = 64 * 1024 * 1024;
@@ -77,24 +78,131 @@ pub struct RunInput<'a> {
     pub notes: Option<&'a str>,
 }
 
-/// The row appended, column by column, and where.
+/// One row of the results grid, field by field in the kit's column order (the header line of
+/// `dist/resultats-bruts.csv`, [`KIT_GRID`]): the CSV encoder and the JSON of
+/// `lab record --json` both follow the field order, and a test checks it against the header,
+/// so reordering the kit's columns cannot shift a value into another column silently. An
+/// absent value is an empty cell (`null` in JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GridRow {
+    /// Identifier of the run, unique in the grid.
+    pub run_id: String,
+    /// When the run ended, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub date_utc: String,
+    /// File name (last path component) of the run's measurement document.
+    pub measurement_file: Option<String>,
+    /// Lowercase-hex SHA-256 of that file's bytes.
+    pub measurement_sha256: Option<String>,
+    /// GPU id of the package, as in the catalog.
+    pub gpu: String,
+    /// Package duration in days.
+    pub days: u32,
+    /// Lots bought.
+    pub lots: u64,
+    /// Name of the quality metric fixed before the trial.
+    pub quality_metric: Option<String>,
+    /// Acceptance threshold fixed before the trial.
+    pub threshold: Option<String>,
+    /// Value the run obtained.
+    pub observed: Option<String>,
+    /// Distinct accepted units of the run.
+    pub accepted_results: Option<u64>,
+    /// One of [`OUTCOMES`].
+    pub outcome: String,
+    /// Free text.
+    pub notes: Option<String>,
+}
+
+/// Columns whose cells may hold a signed number (`-0.5`, `+3`, `-1e5`) although it starts like
+/// a formula (see [`check_formula`]).
+const NUMERIC_COLUMNS: [&str; 2] = ["threshold", "observed"];
+
+/// The row appended and where.
 #[derive(Debug, Clone, Serialize)]
 pub struct Appended {
     /// The grid file.
     pub grid: String,
     /// 1-based line number of the new row (the header is line 1).
     pub line: u64,
-    /// The row as (column, value) pairs in header order.
-    pub row: serde_json::Map<String, serde_json::Value>,
+    /// The row, in the kit's column order.
+    pub row: GridRow,
 }
 
-fn check_text(flag: &str, value: &str) -> Result<()> {
-    if value.chars().any(char::is_control) {
+/// Where a column's value comes from, as the user can act on it: the flag that sets it, or the
+/// measurement file.
+fn source_of(column: &str) -> String {
+    match column {
+        "measurement_file" => "the measurement file name".to_string(),
+        "measurement_sha256" => "the measurement's SHA-256".to_string(),
+        other => format!("--{}", other.replace('_', "-")),
+    }
+}
+
+/// What to do about a bad cell, by source.
+fn fix_for(column: &str) -> &'static str {
+    if column == "measurement_file" {
+        "rename the file"
+    } else {
+        "reword it"
+    }
+}
+
+/// Characters that change how text is shown without being visible: bidirectional controls
+/// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), zero-width and invisible characters
+/// (U+180E, U+200B, U+2060-U+2064, U+FEFF), line and paragraph separators (U+2028, U+2029),
+/// interlinear annotations (U+FFF9-U+FFFB). The joiners U+200C and U+200D are kept: scripts
+/// and emoji need them.
+fn is_hidden_format(c: char) -> bool {
+    matches!(c,
+        '\u{061C}' | '\u{180E}' | '\u{200B}' | '\u{200E}' | '\u{200F}'
+        | '\u{202A}'..='\u{202E}' | '\u{2028}' | '\u{2029}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// `value` for a message: control characters escaped as everywhere in `lab`
+/// ([`crate::text::one_line`]), hidden format characters too (`\u{202e}`).
+fn shown(value: &str) -> String {
+    crate::text::one_line(value)
+        .chars()
+        .map(|c| {
+            if is_hidden_format(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The one guard every cell of the grid goes through, whatever its source (a flag, the
+/// measurement's file name, the catalog): one line of visible text (no control character, no
+/// hidden format character) that a spreadsheet will not run as a formula ([`check_formula`];
+/// `numeric` cells also take a signed number).
+///
+/// # Errors
+/// [`Error::Usage`] naming the source (the flag, or "the measurement file name") and how to fix it.
+pub fn check_cell(column: &str, value: &str, numeric: bool) -> Result<()> {
+    let source = source_of(column);
+    if let Some(c) = value
+        .chars()
+        .find(|c| c.is_control() || is_hidden_format(*c))
+    {
         return Err(Error::usage(format!(
-            "{flag} must be one line of text without control characters"
+            "{source} '{}' holds the character {}, which a grid cell must not; {} so that it is \
+             one line of visible text",
+            shown(value),
+            c.escape_unicode(),
+            fix_for(column)
         )));
     }
-    Ok(())
+    check_formula(&source, value, numeric).map_err(|e| match column {
+        "measurement_file" => Error::usage(format!(
+            "{source} '{value}' starts with '{}', which a spreadsheet would run as a formula; \
+             rename the file so that its name starts with a letter or a digit",
+            value.chars().next().unwrap_or_default()
+        )),
+        _ => e,
+    })
 }
 
 /// Checks that `date` is a real UTC instant written `YYYY-MM-DDTHH:MM:SSZ` (the protocol's
@@ -227,31 +335,77 @@ pub fn check_outcome_and_accepted(outcome: &str, accepted_results: Option<u64>) 
 /// # Errors
 /// [`Error::Usage`] (exit 2, nothing written) for: a GPU not in the catalog, a bad duration or
 /// lot count, an unknown outcome, accepted results on a run that is not `completed`, a date
-/// that is not a real UTC time, text with control characters or starting like a spreadsheet
-/// formula, a measurement path that is not a file or not a measurement document, a grid path
-/// that is not a file, a grid that is not UTF-8, whose header is not the kit's or whose rows
-/// are malformed, a measurement already recorded, a `run_id` already used.
+/// that is not a real UTC time, any cell (a flag's text, the measurement's file name) holding
+/// a control or hidden format character or starting like a spreadsheet formula, a measurement
+/// path that is not a file or not a measurement document, a grid path that is not a file, a
+/// grid that is not UTF-8, whose header is not the kit's or whose rows are malformed, a
+/// measurement already recorded, a `run_id` already used.
 /// [`Error::Runtime`] (exit 1, nothing written) when the measurement or the grid is missing or
 /// cannot be read, and when the append itself fails (the grid is then left exactly as it was).
 pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Result<Appended> {
+    check_input(catalog, input)?;
+    let measurement = input.measurement.map(read_measurement).transpose()?;
+    let measurement_file = measurement
+        .as_ref()
+        .map(measurement_file_name)
+        .transpose()?;
+    if let Some(name) = &measurement_file {
+        check_cell("measurement_file", name, false)?;
+    }
+    let mut file = LockedGrid::open(grid)?;
+    let state = check_grid(grid, &file.bytes)?;
+    let run_id = choose_run_id(grid, &state, input.run_id, measurement.as_ref())?;
+    let row = GridRow {
+        run_id,
+        date_utc: input
+            .date_utc
+            .map_or_else(crate::document::utc_now, str::to_string),
+        measurement_file,
+        measurement_sha256: measurement.as_ref().map(|m| m.sha256.clone()),
+        gpu: input.gpu.to_string(),
+        days: input.days,
+        lots: input.lots,
+        quality_metric: input.quality_metric.map(str::to_string),
+        threshold: input.threshold.map(str::to_string),
+        observed: input.observed.map(str::to_string),
+        accepted_results: input.accepted_results,
+        outcome: input.outcome.to_string(),
+        notes: input.notes.map(str::to_string),
+    };
+    let mut chunk = Vec::new();
+    if !file.bytes.is_empty() && !file.bytes.ends_with(b"\n") {
+        chunk.extend_from_slice(if state.crlf { b"\r\n" } else { b"\n" });
+    }
+    chunk.extend(encode_row(&row, state.crlf)?);
+    file.append(grid, &chunk)?;
+    Ok(Appended {
+        grid: grid.display().to_string(),
+        line: state.lines + 1,
+        row,
+    })
+}
+
+/// Step 1 of [`append_run`]: the checks that need neither the measurement nor the grid (the
+/// package against the catalog, the outcome, every text flag through [`check_cell`], the
+/// date), so that bad flags are refused before any file is read.
+fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
     crate::pricing::quote(catalog, input.gpu, input.days, input.lots, None)?;
     if !OUTCOMES.contains(&input.outcome) {
         return Err(Error::usage(format!(
             "--outcome must be one of {}, got '{}'",
             OUTCOMES.join(", "),
-            input.outcome
+            crate::text::one_line(input.outcome)
         )));
     }
-    for (flag, value, numeric) in [
-        ("--run-id", input.run_id, false),
-        ("--quality-metric", input.quality_metric, false),
-        ("--threshold", input.threshold, true),
-        ("--observed", input.observed, true),
-        ("--notes", input.notes, false),
+    for (column, value) in [
+        ("run_id", input.run_id),
+        ("quality_metric", input.quality_metric),
+        ("threshold", input.threshold),
+        ("observed", input.observed),
+        ("notes", input.notes),
     ] {
         if let Some(value) = value {
-            check_text(flag, value)?;
-            check_formula(flag, value, numeric)?;
+            check_cell(column, value, NUMERIC_COLUMNS.contains(&column))?;
         }
     }
     check_outcome_and_accepted(input.outcome, input.accepted_results)?;
@@ -262,48 +416,35 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
         check_date_utc(date)?;
         check_not_in_future(date, time::OffsetDateTime::now_utc())?;
     }
-    let measurement: Option<LoadedMeasurement> =
-        input.measurement.map(read_measurement).transpose()?;
+    Ok(())
+}
 
-    // A path that is not a regular file is bad input (2); a grid that cannot be opened is a
-    // runtime failure (1), as for every file `lab` reads.
-    if let Ok(metadata) = std::fs::metadata(grid) {
-        if !metadata.is_file() {
-            return Err(Error::usage(format!(
-                "{} is not a file; give the kit's resultats-bruts.csv with --results",
-                grid.display()
-            )));
-        }
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .open(grid)
-        .map_err(|e| {
-            Error::runtime(format!(
-                "cannot open the grid {}: {e}; give the kit's resultats-bruts.csv with --results",
-                grid.display()
-            ))
-        })?;
-    file.lock()
-        .map_err(|e| Error::runtime(format!("cannot lock {}: {e}", grid.display())))?;
-    let original_len = file
-        .metadata()
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?
-        .len();
-    if original_len > MAX_GRID_BYTES {
-        return Err(Error::usage(format!(
-            "{} is larger than {MAX_GRID_BYTES} bytes; not a results grid",
-            grid.display()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(original_len).unwrap_or(0));
-    file.seek(SeekFrom::Start(0))
-        .and_then(|_| file.read_to_end(&mut bytes))
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?;
+/// The measurement's file name as it will stand in the grid; a name that is not UTF-8 is
+/// refused (a lossy copy would name a file that does not exist).
+fn measurement_file_name(m: &LoadedMeasurement) -> Result<String> {
+    let name = m.path.file_name().ok_or_else(|| {
+        Error::usage(format!(
+            "{} has no file name; give the measurement file itself",
+            m.path.display()
+        ))
+    })?;
+    name.to_str().map(str::to_string).ok_or_else(|| {
+        Error::usage(format!(
+            "the measurement file name {} is not valid UTF-8; rename the file",
+            crate::text::one_line(&name.to_string_lossy())
+        ))
+    })
+}
 
-    let state = check_grid(grid, &bytes)?;
-    if let Some(m) = &measurement {
+/// Step 3: refuses a measurement already recorded and a `run_id` already used; returns the
+/// run id to record (the given one, or the first free `run-N`).
+fn choose_run_id(
+    grid: &Path,
+    state: &GridState,
+    given: Option<&str>,
+    measurement: Option<&LoadedMeasurement>,
+) -> Result<String> {
+    if let Some(m) = measurement {
         if let Some(line) = state.line_of_sha256(&m.sha256) {
             return Err(Error::usage(format!(
                 "{} (sha256 {}) is already recorded on line {line} of {}; a run is recorded once",
@@ -313,96 +454,139 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
             )));
         }
     }
-    let run_id = match input.run_id {
-        Some(id) => id.to_string(),
-        None => state.free_run_id(),
-    };
+    let run_id = given.map_or_else(|| state.free_run_id(), str::to_string);
     if let Some(line) = state.line_of_run_id(&run_id) {
         return Err(Error::usage(format!(
             "run_id '{run_id}' is already used on line {line} of {}; give another --run-id",
             grid.display()
         )));
     }
+    Ok(run_id)
+}
 
-    let date_utc = input
-        .date_utc
-        .map_or_else(crate::document::utc_now, str::to_string);
-    let values: Vec<String> = vec![
-        run_id,
-        date_utc,
-        measurement
-            .as_ref()
-            .map(LoadedMeasurement::file_name)
-            .unwrap_or_default(),
-        measurement
-            .as_ref()
-            .map(|m| m.sha256.clone())
-            .unwrap_or_default(),
-        input.gpu.to_string(),
-        input.days.to_string(),
-        input.lots.to_string(),
-        input.quality_metric.unwrap_or_default().to_string(),
-        input.threshold.unwrap_or_default().to_string(),
-        input.observed.unwrap_or_default().to_string(),
-        input
-            .accepted_results
-            .map(|k| k.to_string())
-            .unwrap_or_default(),
-        input.outcome.to_string(),
-        input.notes.unwrap_or_default().to_string(),
-    ];
-    let header = kit_header();
-    debug_assert_eq!(header.len(), values.len());
-
-    let mut writer = csv::WriterBuilder::new()
-        .terminator(if state.crlf {
-            csv::Terminator::CRLF
-        } else {
-            csv::Terminator::Any(b'\n')
-        })
-        .from_writer(Vec::new());
-    writer
-        .write_record(&values)
-        .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))?;
-    let encoded = writer
-        .into_inner()
-        .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))?;
-    let mut chunk = Vec::with_capacity(encoded.len() + 2);
-    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-        chunk.extend_from_slice(if state.crlf { b"\r\n" } else { b"\n" });
-    }
-    chunk.extend_from_slice(&encoded);
-
-    if let Err(e) = file.write_all(&chunk).and_then(|()| file.sync_all()) {
-        // Remove only what this call may have added; the existing rows stay byte-identical.
-        let _ = file.set_len(original_len);
-        let _ = file.sync_all();
+/// Step 4: the row as CSV bytes, ending with the grid's line ending. The row is encoded with
+/// its header, read back, and every cell of what will be written goes through [`check_cell`]:
+/// the guard sees exactly the bytes appended, whatever the source of each cell.
+///
+/// # Errors
+/// [`Error::Usage`] for a cell the guard refuses; [`Error::Runtime`] if the encoding fails or
+/// the row's columns are not the kit's header (a defect, guarded by a test).
+pub fn encode_row(row: &GridRow, crlf: bool) -> Result<Vec<u8>> {
+    let encode = |headers: bool| -> Result<Vec<u8>> {
+        let mut writer = csv::WriterBuilder::new()
+            .has_headers(headers)
+            .terminator(if crlf {
+                csv::Terminator::CRLF
+            } else {
+                csv::Terminator::Any(b'\n')
+            })
+            .from_writer(Vec::new());
+        writer
+            .serialize(row)
+            .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))?;
+        writer
+            .into_inner()
+            .map_err(|e| Error::runtime(format!("cannot encode the row: {e}")))
+    };
+    let with_header = encode(true)?;
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(with_header.as_slice());
+    let header = reader
+        .headers()
+        .map_err(|e| Error::runtime(format!("cannot read the encoded row back: {e}")))?
+        .clone();
+    if header.iter().ne(kit_header()) {
         return Err(Error::runtime(format!(
-            "cannot append to {}: {e}; the grid was left as it was",
-            grid.display()
+            "the row's columns {:?} are not the kit's header {:?}",
+            header.iter().collect::<Vec<_>>(),
+            kit_header()
         )));
     }
-    let _ = file.unlock();
+    let cells = reader
+        .records()
+        .next()
+        .and_then(std::result::Result::ok)
+        .ok_or_else(|| Error::runtime("cannot read the encoded row back"))?;
+    for (column, value) in header.iter().zip(cells.iter()) {
+        check_cell(column, value, NUMERIC_COLUMNS.contains(&column))?;
+    }
+    encode(false)
+}
 
-    let row = header
-        .iter()
-        .zip(&values)
-        .map(|(k, v)| {
-            let value = match (*k, v.is_empty()) {
-                (_, true) => serde_json::Value::Null,
-                ("days" | "lots" | "accepted_results", false) => v
-                    .parse::<u64>()
-                    .map_or_else(|_| v.clone().into(), serde_json::Value::from),
-                _ => v.clone().into(),
-            };
-            (k.to_string(), value)
-        })
-        .collect();
-    Ok(Appended {
-        grid: grid.display().to_string(),
-        line: state.lines + 1,
-        row,
-    })
+/// The grid file, open for appending and locked (step 2 of [`append_run`]).
+struct LockedGrid {
+    file: std::fs::File,
+    /// The grid's bytes when it was locked.
+    bytes: Vec<u8>,
+}
+
+impl LockedGrid {
+    /// Opens `grid` (read + append), locks it exclusively and reads it.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a path that is not a regular file or a file over
+    /// [`MAX_GRID_BYTES`]; [`Error::Runtime`] when it cannot be opened, locked or read.
+    fn open(grid: &Path) -> Result<LockedGrid> {
+        // A path that is not a regular file is bad input (2); a grid that cannot be opened is
+        // a runtime failure (1), as for every file `lab` reads.
+        if let Ok(metadata) = std::fs::metadata(grid) {
+            if !metadata.is_file() {
+                return Err(Error::usage(format!(
+                    "{} is not a file; give the kit's resultats-bruts.csv with --results",
+                    grid.display()
+                )));
+            }
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(grid)
+            .map_err(|e| {
+                Error::runtime(format!(
+                    "cannot open the grid {}: {e}; give the kit's resultats-bruts.csv with --results",
+                    grid.display()
+                ))
+            })?;
+        file.lock()
+            .map_err(|e| Error::runtime(format!("cannot lock {}: {e}", grid.display())))?;
+        let length = file
+            .metadata()
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?
+            .len();
+        if length > MAX_GRID_BYTES {
+            return Err(Error::usage(format!(
+                "{} is larger than {MAX_GRID_BYTES} bytes; not a results grid",
+                grid.display()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(length).unwrap_or(0));
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?;
+        Ok(LockedGrid { file, bytes })
+    }
+
+    /// Step 5: appends `chunk` with one `write_all` on the `O_APPEND` descriptor, then
+    /// `sync_all`; on failure cuts the file back to its length when locked, so the existing
+    /// rows stay byte-identical.
+    fn append(&mut self, grid: &Path, chunk: &[u8]) -> Result<()> {
+        let original_len = self.bytes.len() as u64;
+        if let Err(e) = self
+            .file
+            .write_all(chunk)
+            .and_then(|()| self.file.sync_all())
+        {
+            let _ = self.file.set_len(original_len);
+            let _ = self.file.sync_all();
+            return Err(Error::runtime(format!(
+                "cannot append to {}: {e}; the grid was left as it was",
+                grid.display()
+            )));
+        }
+        let _ = self.file.unlock();
+        Ok(())
+    }
 }
 
 /// What [`check_grid`] learnt about a grid.
@@ -518,6 +702,127 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("is in the future"), "{e}");
         assert!(check_not_in_future("2062-11-29T15:00:00Z", now).is_err());
+    }
+
+    fn row() -> GridRow {
+        GridRow {
+            run_id: "run-1".into(),
+            date_utc: "2026-10-02T14:05:00Z".into(),
+            measurement_file: Some("m.json".into()),
+            measurement_sha256: Some("ab".repeat(32)),
+            gpu: "b200".into(),
+            days: 7,
+            lots: 2,
+            quality_metric: Some("accuracy".into()),
+            threshold: Some(">=0.92".into()),
+            observed: Some("-0.5".into()),
+            accepted_results: Some(3),
+            outcome: "completed".into(),
+            notes: None,
+        }
+    }
+
+    #[test]
+    fn grid_row_fields_are_the_kit_header_in_order() {
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.serialize(row()).unwrap();
+        let text = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+        let header = text.lines().next().unwrap();
+        assert_eq!(header, KIT_GRID.lines().next().unwrap());
+        assert_eq!(header.split(',').collect::<Vec<_>>(), kit_header());
+        // The JSON of `lab record --json` follows the same order, values typed.
+        let json = serde_json::to_string(&row()).unwrap();
+        let keys: Vec<usize> = kit_header()
+            .iter()
+            .map(|k| json.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{json}");
+        assert!(json.contains("\"days\":7,\"lots\":2"), "{json}");
+        assert!(json.ends_with("\"notes\":null}"), "{json}");
+    }
+
+    #[test]
+    fn encoded_row_is_one_line_with_empty_cells_for_absent_values() {
+        let encoded = encode_row(&row(), false).unwrap();
+        assert_eq!(
+            String::from_utf8(encoded).unwrap(),
+            format!(
+                "run-1,2026-10-02T14:05:00Z,m.json,{},b200,7,2,accuracy,>=0.92,-0.5,3,completed,\n",
+                "ab".repeat(32)
+            )
+        );
+        assert!(encode_row(&row(), true).unwrap().ends_with(b",\r\n"));
+    }
+
+    /// Every column, whatever fills it, goes through the same guard on the encoded row.
+    #[test]
+    fn every_cell_goes_through_the_guard() {
+        type Edit = fn(&mut GridRow, String);
+        let columns: [(&str, Edit); 10] = [
+            ("--run-id", |r, v| r.run_id = v),
+            ("--date-utc", |r, v| r.date_utc = v),
+            ("the measurement file name", |r, v| {
+                r.measurement_file = Some(v)
+            }),
+            ("the measurement's SHA-256", |r, v| {
+                r.measurement_sha256 = Some(v)
+            }),
+            ("--gpu", |r, v| r.gpu = v),
+            ("--quality-metric", |r, v| r.quality_metric = Some(v)),
+            ("--threshold", |r, v| r.threshold = Some(v)),
+            ("--observed", |r, v| r.observed = Some(v)),
+            ("--outcome", |r, v| r.outcome = v),
+            ("--notes", |r, v| r.notes = Some(v)),
+        ];
+        let formulas = ["=HYPERLINK(1)", "@SUM(1)", "+cmd", "-x", "\tx", "\rx"];
+        let hidden = [
+            "a\nb",
+            "a\r",
+            "x\u{1b}[2J",
+            "x\u{202e}y",
+            "x\u{200b}",
+            "x\u{2028}y",
+            "\u{feff}x",
+        ];
+        for (source, edit) in columns {
+            for bad in formulas.iter().chain(&hidden) {
+                let mut r = row();
+                edit(&mut r, bad.to_string());
+                let e = encode_row(&r, false).expect_err(&format!("{source}: {bad:?} accepted"));
+                assert_eq!(e.exit_code(), 2);
+                assert!(e.to_string().starts_with(source), "{source} {bad:?}: {e}");
+            }
+            // Only the first character makes a formula; hidden characters count anywhere.
+            for text in formulas {
+                let mut r = row();
+                edit(&mut r, format!("ok{text}"));
+                assert_eq!(
+                    encode_row(&r, false).is_ok(),
+                    !text.starts_with(['\t', '\r']),
+                    "{source} ok{text:?}"
+                );
+            }
+        }
+        let mut file = row();
+        file.measurement_file = Some("=HYPERLINK(1).json".into());
+        assert_eq!(
+            encode_row(&file, false).unwrap_err().to_string(),
+            "the measurement file name '=HYPERLINK(1).json' starts with '=', which a spreadsheet \
+             would run as a formula; rename the file so that its name starts with a letter or a \
+             digit"
+        );
+        file.measurement_file = Some("a\nb.json".into());
+        assert_eq!(
+            encode_row(&file, false).unwrap_err().to_string(),
+            r"the measurement file name 'a\nb.json' holds the character \u{a}, which a grid cell must not; rename the file so that it is one line of visible text"
+        );
+        // Signed numbers only in the numeric columns; joiners are text.
+        let mut ok = row();
+        ok.threshold = Some("+3".into());
+        ok.notes = Some("👩\u{200d}💻 run".into());
+        assert!(encode_row(&ok, false).is_ok());
+        ok.notes = Some("-0.5".into());
+        assert!(encode_row(&ok, false).is_err());
     }
 
     #[test]

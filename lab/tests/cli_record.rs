@@ -500,3 +500,98 @@ fn default_run_id_skips_ids_already_chosen() {
     // A lower free id (run-1) is not reused: the default never goes below rows + 1.
     assert!(!ids.contains(&"run-1"));
 }
+
+/// Every cell goes through one guard whatever its source: the measurement's file name (a
+/// formula, a newline, a bidi override, not UTF-8), text flags with hidden characters, and a
+/// GPU id that a replaced catalog allows. Each is exit 2, one line naming the source, and the
+/// grid untouched.
+#[test]
+fn every_source_of_a_grid_cell_is_guarded() {
+    use std::os::unix::ffi::OsStrExt;
+    let (dir, grid) = setup();
+    let before = std::fs::read(&grid).unwrap();
+    let names: Vec<(&std::ffi::OsStr, &str)> = vec![
+        ("=HYPERLINK(1).json".as_ref(), "starts with '='"),
+        ("@SUM(1).json".as_ref(), "starts with '@'"),
+        ("+1.json".as_ref(), "starts with '+'"),
+        ("-x.json".as_ref(), "starts with '-'"),
+        ("a\nb.json".as_ref(), r"holds the character \u{a}"),
+        ("a\tb.json".as_ref(), r"holds the character \u{9}"),
+        (
+            "x\u{202e}nosj.json".as_ref(),
+            r"holds the character \u{202e}",
+        ),
+        ("x\u{2028}y.json".as_ref(), r"holds the character \u{2028}"),
+        (
+            std::ffi::OsStr::from_bytes(b"m\xff.json"),
+            "is not valid UTF-8",
+        ),
+    ];
+    for (seed, (name, needle)) in names.into_iter().enumerate() {
+        let m = measurement(dir.path(), &name.to_string_lossy(), seed as u64);
+        let m = if name.to_str().is_none() {
+            let raw = dir.path().join(name);
+            std::fs::rename(&m, &raw).unwrap();
+            raw
+        } else {
+            m
+        };
+        let output = lab()
+            .arg("record")
+            .arg("--results")
+            .arg(&grid)
+            .args([
+                "--gpu",
+                "b200",
+                "--days",
+                "7",
+                "--lots",
+                "2",
+                "--measurement",
+            ])
+            .arg(&m)
+            .output()
+            .unwrap();
+        usage_error(&output, "the measurement file name");
+        usage_error(&output, needle);
+        usage_error(&output, "rename the file");
+        assert_eq!(std::fs::read(&grid).unwrap(), before, "{name:?} wrote");
+    }
+    for (flag, value, needle) in [
+        (
+            "--notes",
+            "see \u{202e}txt.exe",
+            r"--notes 'see \u{202e}txt.exe' holds",
+        ),
+        ("--quality-metric", "acc\u{2028}uracy", "--quality-metric"),
+        (
+            "--run-id",
+            "r\u{1b}[2J",
+            r"--run-id 'r\u{1b}[2J' holds the character \u{1b}",
+        ),
+        ("--threshold", ">=0.9\u{200b}", "--threshold"),
+    ] {
+        usage_error(&record(&grid, &[flag, value]), needle);
+        assert_eq!(std::fs::read(&grid).unwrap(), before, "{flag} wrote");
+    }
+    // A replaced catalog may name a GPU like a formula; the grid still refuses the cell.
+    let catalog = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/tarifs-forfaits.csv"
+    ))
+    .unwrap()
+    .replace("\nt4,", "\n=t4,");
+    let tariffs = dir.path().join("catalog.csv");
+    std::fs::write(&tariffs, catalog).unwrap();
+    let output = lab()
+        .arg("record")
+        .arg("--results")
+        .arg(&grid)
+        .arg("--tariffs")
+        .arg(&tariffs)
+        .args(["--gpu", "=t4", "--days", "7", "--lots", "1"])
+        .output()
+        .unwrap();
+    usage_error(&output, "--gpu starts with '='");
+    assert_eq!(std::fs::read(&grid).unwrap(), before);
+}

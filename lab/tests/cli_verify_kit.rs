@@ -1,5 +1,5 @@
-//! `lab verify-kit` through the binary, on archives built with the library's own writer
-//! (`lab::kit`, the implementation `cargo xtask dist` and `verify --archive` use).
+//! `lab verify-kit` through the binary, on archives packed like `cargo xtask dist` packs them
+//! (the tamper matrix of the layout rule is in `xtask/tests/kit.rs`, on the real writer).
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -10,25 +10,38 @@ fn lab() -> Command {
     Command::cargo_bin("lab").unwrap()
 }
 
-/// The eight content files of a small fake kit.
-fn kit() -> lab::kit::Kit {
-    let files = lab::kit::MEMBERS
-        .iter()
-        .filter(|m| !m.is_manifest())
-        .map(|m| {
-            (
-                m.name.to_string(),
-                format!("content of {}\n", m.name).into_bytes(),
-            )
-        })
-        .collect();
-    lab::kit::Kit::from_files(files).unwrap()
+/// Options of every member: the layout `cargo xtask dist` writes (Unix, 0644, deflate). The
+/// release writer lives in xtask; the verifier accepts any deflate stream ("content-identical
+/// re-packing"), so the zip crate's default level stands in for it here.
+fn options() -> zip::write::SimpleFileOptions {
+    zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o644)
+        .system(zip::System::Unix)
 }
 
+/// A kit of small fake files with its manifest, packed in path order.
 fn good_archive(dir: &Path) -> PathBuf {
-    let bytes = kit().archive(lab::kit::entry_time(None).unwrap()).unwrap();
+    let files: Vec<(&str, Vec<u8>)> = lab::kit::MEMBERS
+        .iter()
+        .filter(|n| **n != lab::kit::MANIFEST_NAME)
+        .map(|n| (*n, format!("content of {n}\n").into_bytes()))
+        .collect();
+    let manifest =
+        lab::kit::Manifest::describe(files.iter().map(|(n, b)| (*n, b.as_slice()))).to_bytes();
     let path = dir.join("iteragpu-lab-v1.zip");
-    std::fs::write(&path, bytes).unwrap();
+    let mut writer = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    for name in lab::kit::MEMBERS {
+        let bytes = files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(manifest.as_slice(), |(_, b)| b.as_slice());
+        writer
+            .start_file(lab::kit::member_path(name), options())
+            .unwrap();
+        writer.write_all(bytes).unwrap();
+    }
+    writer.finish().unwrap();
     path
 }
 
@@ -42,19 +55,18 @@ fn rewrite(
 ) {
     let mut archive = zip::ZipArchive::new(std::fs::File::open(source).unwrap()).unwrap();
     let mut writer = zip::ZipWriter::new(std::fs::File::create(target).unwrap());
-    let options = zip::write::SimpleFileOptions::default();
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i).unwrap();
         let name = entry.name().unwrap().to_string();
         let mut bytes = Vec::new();
         entry.read_to_end(&mut bytes).unwrap();
         if let Some(bytes) = change(&name, bytes) {
-            writer.start_file(name, options).unwrap();
+            writer.start_file(name, options()).unwrap();
             writer.write_all(&bytes).unwrap();
         }
     }
     if let Some((name, bytes)) = extra {
-        writer.start_file(name, options).unwrap();
+        writer.start_file(name, options()).unwrap();
         writer.write_all(bytes).unwrap();
     }
     writer.finish().unwrap();

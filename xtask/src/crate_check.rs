@@ -1,7 +1,7 @@
 //! Checks that `lab` works as a packaged crate: the files it embeds are inside the crate
 //! (`lab/data/`) and byte-equal to their originals, and `cargo package -p lab` succeeds.
 
-use crate::verify::Ctx;
+use crate::Ctx;
 use anyhow::{bail, Context, Result};
 use xshell::cmd;
 

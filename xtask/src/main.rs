@@ -1,16 +1,30 @@
-//! `cargo xtask`: builds and checks IteraGPU Lab. One module per command.
+//! `cargo xtask`: builds and checks IteraGPU Lab.
+//!
+//! One module per command (`dist`, `notebook`, `verify`, `worker`), plus the pieces they share:
+//! [`archive`] (the kit writer), [`content`] (the content checks `dist` and `verify` both
+//! make), [`notebook_check`] (the notebook gate), and the verify steps too long for `verify.rs`
+//! ([`archive_check`], [`notebook_kernel`]). What every command needs, the project root and
+//! the verify steps' context, lives here, so that no module imports another command's module
+//! for it.
 
+mod archive;
 mod archive_check;
+mod content;
 mod crate_check;
 mod dist;
 mod man;
 mod notebook;
 mod notebook_check;
+mod notebook_kernel;
 mod verify;
 mod worker;
 
 use clap::{Parser, Subcommand};
+use lab::kit::Finding;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use xshell::Shell;
 
 /// Project automation: `cargo xtask verify` is the CI gate.
 #[derive(Debug, Parser)]
@@ -56,4 +70,57 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The workspace root (the parent of `xtask/`).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// What every verify step gets: a shell in the workspace root, that root, and what earlier
+/// steps of the same run produced.
+pub struct Ctx {
+    /// Shell for running commands, in [`Ctx::root`].
+    pub sh: Shell,
+    /// The workspace root.
+    pub root: PathBuf,
+    /// The archive the dist step of this run built; `None` until it succeeds, so that the
+    /// archive steps never read an archive left by an earlier run.
+    pub built: RefCell<Option<PathBuf>>,
+}
+
+impl Ctx {
+    /// A context for the workspace at `root`.
+    pub fn new(root: PathBuf) -> anyhow::Result<Ctx> {
+        let sh = Shell::new()?;
+        sh.change_dir(&root);
+        Ok(Ctx {
+            sh,
+            root,
+            built: RefCell::new(None),
+        })
+    }
+
+    /// The archive built by this run's dist step.
+    ///
+    /// # Errors
+    /// The dist step did not run or failed: the archive steps fail rather than check an older
+    /// archive.
+    pub fn built_archive(&self) -> anyhow::Result<PathBuf> {
+        self.built.borrow().clone().ok_or_else(|| {
+            anyhow::anyhow!("no archive: the dist step of this run did not build one")
+        })
+    }
+}
+
+/// Turns findings into a step result: one line per finding.
+pub fn findings_result(findings: &[Finding]) -> anyhow::Result<()> {
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = findings.iter().map(|f| format!("  {f}")).collect();
+    anyhow::bail!("{} problem(s):\n{}", findings.len(), lines.join("\n"))
 }

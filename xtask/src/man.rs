@@ -15,7 +15,7 @@ pub struct Args {
 /// Runs `cargo xtask man`: writes `lab.1` and one `lab-<command>.1` per command, then prints
 /// their paths.
 pub fn run(args: Args) -> Result<()> {
-    let root = crate::verify::project_root();
+    let root = crate::project_root();
     let out_dir = args
         .out_dir
         .unwrap_or_else(|| root.join("target").join("man"));

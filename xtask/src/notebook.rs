@@ -243,7 +243,7 @@ for name in (SMALL_OUTPUT, LARGER_OUTPUT):
 /// The script cannot be read or its regions are malformed; with `--check`, the notebook is
 /// missing or out of date.
 pub fn run(args: Args) -> Result<()> {
-    let root = crate::verify::project_root();
+    let root = crate::project_root();
     if args.check {
         check(&root)?;
         eprintln!("{NOTEBOOK} is up to date with {SCRIPT}");
@@ -274,20 +274,29 @@ pub fn check(root: &Path) -> Result<()> {
     let expected = generate(root)?;
     let actual = std::fs::read_to_string(root.join(NOTEBOOK))
         .with_context(|| format!("cannot read {NOTEBOOK}; run `cargo xtask notebook`"))?;
-    if actual != expected {
-        let line = actual
+    if let Some(line) = first_difference(&actual, &expected) {
+        bail!(
+            "{NOTEBOOK} is out of date with {SCRIPT} (first difference at line {line}); run `cargo xtask notebook` and commit the result"
+        );
+    }
+    Ok(())
+}
+
+/// The 1-based line where `actual` first differs from `expected`; `None` when they are equal.
+pub fn first_difference(actual: &str, expected: &str) -> Option<usize> {
+    if actual == expected {
+        return None;
+    }
+    Some(
+        actual
             .lines()
             .zip(expected.lines())
             .position(|(a, e)| a != e)
             .map_or_else(
                 || actual.lines().count().min(expected.lines().count()) + 1,
                 |i| i + 1,
-            );
-        bail!(
-            "{NOTEBOOK} is out of date with {SCRIPT} (first difference at line {line}); run `cargo xtask notebook` and commit the result"
-        );
-    }
-    Ok(())
+            ),
+    )
 }
 
 /// The marked regions of `script`, in order: (name, code). Blank lines around each region's
@@ -484,7 +493,7 @@ mod tests {
 
     #[test]
     fn committed_notebook_is_clean_and_up_to_date() {
-        let root = crate::verify::project_root();
+        let root = crate::project_root();
         check(&root).unwrap();
         let text = std::fs::read_to_string(root.join(NOTEBOOK)).unwrap();
         let findings = crate::notebook_check::check(NOTEBOOK, text.as_bytes());
@@ -522,7 +531,7 @@ mod tests {
 
     #[test]
     fn rendering_is_deterministic() {
-        let root = crate::verify::project_root();
+        let root = crate::project_root();
         assert_eq!(generate(&root).unwrap(), generate(&root).unwrap());
     }
 }

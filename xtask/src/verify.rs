@@ -7,35 +7,32 @@
 //! is for developers only: CI runs `cargo xtask verify` without flags, so every step.
 //!
 //! `cargo xtask verify --archive FILE` runs none of the steps: it checks one zip (e.g. a
-//! downloaded kit) against its own manifest with [`lab::kit::verify_archive`]. Exit codes as
-//! `lab verify-kit`: 1 for a mismatch or a missing file, 2 for a path that is not a file.
+//! downloaded kit) with [`lab::kit::verify_archive`] and prints the same report as
+//! `lab verify-kit`. Exit codes as `lab verify-kit`: 1 for a problem or a missing file, 2 for a
+//! path that is not a file.
 
-use crate::{archive_check, crate_check, dist, notebook_check, worker};
-use anyhow::{bail, Context, Result};
-use lab::kit::{self, Finding};
+use crate::{archive, archive_check, content, crate_check, notebook_kernel, worker, Ctx};
+use anyhow::{Context, Result};
+use lab::kit;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-use xshell::{cmd, Shell};
+use xshell::cmd;
 
 /// Flags of `cargo xtask verify`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Check only this zip against its own MANIFEST.json (safely, without extracting) and
-    /// report every mismatch by member name.
+    /// Check only this zip against the kit layout and its own MANIFEST.json (safely, without
+    /// extracting) and report every problem by member name.
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
     /// Skip the slow steps (developers only; CI runs every step).
     #[arg(long)]
     pub fast: bool,
-}
-
-/// What every step gets: a shell whose current folder is the workspace root, and that root.
-pub struct Ctx {
-    /// Shell for running commands, in [`Ctx::root`].
-    pub sh: Shell,
-    /// The workspace root.
-    pub root: PathBuf,
+    /// Run only the steps whose name contains this text (developers only), e.g.
+    /// `--step jupyter`; the archive steps fail unless the dist step is selected too.
+    #[arg(long, value_name = "TEXT")]
+    pub step: Option<String>,
 }
 
 /// One named check. `Err` means it failed; the error says why.
@@ -68,7 +65,8 @@ impl Step {
     }
 }
 
-/// Every check CI runs, in order. The archive steps read the archive the `dist` step built.
+/// Every check CI runs, in order. The archive steps read the archive the dist step of the same
+/// run built, and fail when it did not build one.
 pub const STEPS: &[Step] = &[
     Step::new("fmt", fmt),
     Step::new("clippy", clippy),
@@ -79,9 +77,13 @@ pub const STEPS: &[Step] = &[
         "embedded copies: lab/data = data/, dist/",
         crate_check::embedded_copies,
     ),
-    Step::new("notebook", notebook),
+    Step::new("notebook: nbformat schema and kit rules", notebook),
     Step::new("notebook up to date", notebook_up_to_date),
     Step::new("python tests", python_tests),
+    Step::slow(
+        "notebook in a Jupyter kernel without PyTorch",
+        notebook_kernel::step,
+    ),
     Step::new("dist twice: same SHA-256", archive_check::reproducible),
     Step::new("archive vs manifest: lab::kit", archive_check::read_back),
     Step::new(
@@ -104,26 +106,29 @@ pub const STEPS: &[Step] = &[
     ),
 ];
 
-/// The workspace root (the parent of `xtask/`).
-pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 /// Runs `cargo xtask verify`; returns exit code 1 when any step (or the archive) failed.
 pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(path) = args.archive {
         return Ok(verify_one_archive(&path));
     }
-    let root = project_root();
-    let sh = Shell::new()?;
-    sh.change_dir(&root);
-    let ctx = Ctx { sh, root };
+    if let Some(only) = &args.step {
+        if !STEPS.iter().any(|s| s.name.contains(only.as_str())) {
+            let names: Vec<&str> = STEPS.iter().map(|s| s.name).collect();
+            anyhow::bail!(
+                "no step name contains {only:?}; the steps are: {}",
+                names.join("; ")
+            );
+        }
+    }
+    let ctx = Ctx::new(crate::project_root())?;
     let started = Instant::now();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for step in STEPS {
+        if let Some(only) = &args.step {
+            if !step.name.contains(only.as_str()) {
+                continue;
+            }
+        }
         if args.fast && step.slow {
             eprintln!("==> {} (skipped: --fast)", step.name);
             skipped += 1;
@@ -156,36 +161,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// `--archive FILE`: prints every finding by member name; exit 1 on any. The path is checked
-/// first as `lab verify-kit` checks it ([`kit::check_archive_path`]): a folder or other
-/// non-file is bad input (one line on stderr, exit 2), a missing or unreadable file exit 1.
+/// `--archive FILE`: prints the report `lab verify-kit` prints ([`kit::Report::lines`]); exit
+/// 1 on any finding. The path is checked first as `lab verify-kit` checks it
+/// ([`kit::check_archive_path`]): a folder or other non-file is bad input (one line on
+/// stderr, exit 2), a missing or unreadable file exit 1.
 fn verify_one_archive(path: &Path) -> ExitCode {
     if let Err(error) = kit::check_archive_path(path) {
         eprintln!("xtask: error: {}", lab::text::one_line(&error.to_string()));
         return ExitCode::from(error.exit_code());
     }
     let report = kit::verify_archive(path);
-    let mut out = Vec::new();
-    if let Some(hash) = &report.sha256 {
-        out.push(format!("{}: sha256 {hash}", report.archive));
-    }
-    out.extend(report.findings.iter().map(ToString::to_string));
-    if report.is_ok() {
-        out.push(format!(
-            "{}: ok, {} members match {}",
-            report.archive,
-            kit::MEMBERS.len(),
-            kit::MANIFEST_NAME
-        ));
-    } else {
-        out.push(format!(
-            "{}: {} problem(s)",
-            report.archive,
-            report.findings.len()
-        ));
-    }
     // Printed through lab's one stdout path: a closed pipe is a quiet end, a full disk exit 1.
-    if let Err(error) = lab::stdout::lines(&out) {
+    if let Err(error) = lab::stdout::lines(&report.lines()) {
         eprintln!("xtask: error: {error}");
         return ExitCode::FAILURE;
     }
@@ -194,15 +181,6 @@ fn verify_one_archive(path: &Path) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
-}
-
-/// Turns findings into a step result: one line per finding.
-pub fn findings_result(findings: &[Finding]) -> Result<()> {
-    if findings.is_empty() {
-        return Ok(());
-    }
-    let lines: Vec<String> = findings.iter().map(|f| format!("  {f}")).collect();
-    bail!("{} problem(s):\n{}", findings.len(), lines.join("\n"))
 }
 
 fn fmt(ctx: &Ctx) -> Result<()> {
@@ -223,8 +201,7 @@ fn rust_tests(ctx: &Ctx) -> Result<()> {
 
 /// Reads the source of kit member `name` (`README.md`, ...) from the workspace.
 fn member_source(ctx: &Ctx, name: &str) -> Result<(String, Vec<u8>)> {
-    let source = kit::member(name)
-        .and_then(|m| m.source)
+    let source = archive::source_of(name)
         .with_context(|| format!("{name} is not a content file of the kit"))?;
     let bytes =
         std::fs::read(ctx.root.join(source)).with_context(|| format!("{source}: cannot read"))?;
@@ -233,17 +210,17 @@ fn member_source(ctx: &Ctx, name: &str) -> Result<(String, Vec<u8>)> {
 
 fn catalog(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "tarifs-forfaits.csv")?;
-    findings_result(&kit::check_catalog(&file, &bytes))
+    crate::findings_result(&content::catalog(&file, &bytes))
 }
 
 fn results_grid(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "resultats-bruts.csv")?;
-    findings_result(&kit::check_results_grid(&file, &bytes))
+    crate::findings_result(&content::results_grid(&file, &bytes))
 }
 
 fn notebook(ctx: &Ctx) -> Result<()> {
     let (file, bytes) = member_source(ctx, "mesure-memoire.ipynb")?;
-    findings_result(&notebook_check::check(&file, &bytes))
+    crate::findings_result(&crate::notebook_check::check(&file, &bytes))
 }
 
 /// `cargo xtask notebook --check`: the notebook's code cells are the script's regions.
@@ -254,9 +231,4 @@ fn notebook_up_to_date(ctx: &Ctx) -> Result<()> {
 /// The Python suites of the kit's scripts, with the machine's python3 and nothing installed.
 fn python_tests(ctx: &Ctx) -> Result<()> {
     Ok(cmd!(ctx.sh, "python3 -m unittest discover -s tests/python").run()?)
-}
-
-/// Where the `dist` step writes the archive the later steps read.
-pub fn built_archive(ctx: &Ctx) -> PathBuf {
-    dist::default_out_dir(&ctx.root).join(kit::ARCHIVE_NAME)
 }

@@ -30,7 +30,7 @@ pub struct Args {
 
 /// Runs `cargo xtask worker`.
 pub fn run(args: Args) -> Result<()> {
-    let root = crate::verify::project_root();
+    let root = crate::project_root();
     let built = build(&root, args.full)?;
     lab::stdout::lines(&[
         format!("worker: {}", built.worker().display()),
@@ -198,7 +198,7 @@ fn expect_exit2(output: &Output, wrote: bool, needle: &str) -> Result<()> {
 
 /// Verify step: build the worker (no-deps torch), so it never rots, and lint it (clippy with
 /// `-D warnings` on the `torch` feature, same target folder, so the build is reused).
-pub fn step_build(ctx: &crate::verify::Ctx) -> Result<()> {
+pub fn step_build(ctx: &crate::Ctx) -> Result<()> {
     let built = build(&ctx.root, false)?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
@@ -221,7 +221,7 @@ pub fn step_build(ctx: &crate::verify::Ctx) -> Result<()> {
 
 /// Verify step: the real worker with libtorch not loadable -> `lab measure` exits 2 naming
 /// libtorch, writes nothing.
-pub fn step_guard_no_libtorch(ctx: &crate::verify::Ctx) -> Result<()> {
+pub fn step_guard_no_libtorch(ctx: &crate::Ctx) -> Result<()> {
     let lab = ctx.root.join("target/torch/release/lab");
     let (output, wrote) = guarded_measure(&lab, |c| {
         c.env_remove("LIBTORCH").env_remove("LD_LIBRARY_PATH");
@@ -232,7 +232,7 @@ pub fn step_guard_no_libtorch(ctx: &crate::verify::Ctx) -> Result<()> {
 /// Verify step: the real worker with libtorch loaded (full torch install) and no GPU
 /// (`CUDA_VISIBLE_DEVICES=` hides any) -> `lab measure` exits 2 saying "no CUDA device", and
 /// `lab environment` exits 0 saying "not available".
-pub fn step_guard_no_gpu(ctx: &crate::verify::Ctx) -> Result<()> {
+pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
     let built = build(&ctx.root, true)?;
     let (output, wrote) = guarded_measure(&built.lab(), |c| {
         c.env("LIBTORCH", &built.libtorch)

@@ -7,21 +7,17 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-/// A kit archive built with the library's writer from eight small fake files.
+/// The real kit, built by `cargo xtask dist` from the repository's sources into `dir/kit`.
 fn good_kit(dir: &Path) -> String {
-    let files = lab::kit::MEMBERS
-        .iter()
-        .filter(|m| !m.is_manifest())
-        .map(|m| (m.name.to_string(), format!("{}\n", m.name).into_bytes()))
-        .collect();
-    let kit = lab::kit::Kit::from_files(files).unwrap();
-    let path = dir.join("kit.zip");
-    std::fs::write(
-        &path,
-        kit.archive(lab::kit::entry_time(None).unwrap()).unwrap(),
-    )
-    .unwrap();
-    path.display().to_string()
+    let out = dir.join("kit");
+    let status = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["dist", "--out-dir"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "xtask dist failed");
+    out.join("iteragpu-lab-v1.zip").display().to_string()
 }
 
 /// Arguments of a successful run of each case, writing only under `dir`.

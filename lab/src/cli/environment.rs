@@ -51,7 +51,10 @@ fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
         None => return print_several(&[first], args.json),
     };
     let reports: Vec<EnvironmentReport> = fleet::run_each(&indices, |index| {
-        Ok(report(&format!("cuda:{index}"), args.worker.worker.as_deref()))
+        Ok(report(
+            &format!("cuda:{index}"),
+            args.worker.worker.as_deref(),
+        ))
     })
     .into_iter()
     .filter_map(|(_, r)| r.ok())

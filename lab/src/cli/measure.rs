@@ -106,9 +106,9 @@ pub fn run(args: Args) -> lab::Result<()> {
         Devices::One(index) => *index,
         _ => 0,
     };
-    let configuration =
-        args.passes
-            .configuration(first, args.batch, args.context, args.width)?;
+    let configuration = args
+        .passes
+        .configuration(first, args.batch, args.context, args.width)?;
     let graph_replays = args.graph.graph_replays;
     if devices.is_several() {
         let Some(folder) = args.output_dir.as_deref() else {
@@ -130,8 +130,8 @@ pub fn run(args: Args) -> lab::Result<()> {
         ));
     };
     lab::output::check_new(output)?;
-    let path = worker::locate(args.worker.worker.as_deref())
-        .map_err(|u| Error::usage(u.message()))?;
+    let path =
+        worker::locate(args.worker.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
     let document = measure::run_with_graph(&configuration, graph_replays, &path)?;
     document::write_new(output, &document)?;
     lab::stdout::print(&measure::summary_text(&document))?;

@@ -84,36 +84,25 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         return print_json(&appended);
     }
-    let cell = |key: &str| {
-        appended
-            .row
-            .get(key)
-            .map(|v| match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Null => "-".to_string(),
-                other => other.to_string(),
-            })
-            .unwrap_or_default()
-    };
+    let row = &appended.row;
+    let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_string());
     emit(&[
         format!(
             "recorded run {} on line {} of {}",
-            cell("run_id"),
-            appended.line,
-            appended.grid
+            row.run_id, appended.line, appended.grid
         ),
         format!(
             "  measurement {} (sha256 {})",
-            cell("measurement_file"),
-            cell("measurement_sha256")
+            or_dash(row.measurement_file.clone()),
+            or_dash(row.measurement_sha256.clone())
         ),
         format!(
             "  package {} x {} lot(s), {} days; outcome {}, accepted results {}",
-            cell("gpu"),
-            cell("lots"),
-            cell("days"),
-            cell("outcome"),
-            cell("accepted_results")
+            row.gpu,
+            row.lots,
+            row.days,
+            row.outcome,
+            or_dash(row.accepted_results.map(|k| k.to_string()))
         ),
     ])
 }

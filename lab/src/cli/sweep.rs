@@ -11,10 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lab::document::Configuration;
 use lab::fleet::Devices;
 use lab::output::write_new;
+use lab::stdout::{json as print_json, lines as emit};
 use lab::sweep::{
     run_sweep, Bounds, Dimension, Event, PointOutcome, SweepEnd, SweepResult, WorkerRunner,
 };
-use lab::stdout::{json as print_json, lines as emit};
 use lab::units::{gib, mib};
 use lab::values;
 use lab::{Error, Result};
@@ -112,24 +112,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let bounds = Bounds::new(args.from, args.to, args.resolution)?;
     let varied = |d: Dimension| dimension == d;
-    let batch = fixed(
-        "--batch",
-        args.batch,
-        1,
-        varied(Dimension::Batch),
-    )?;
-    let context = fixed(
-        "--context",
-        args.context,
-        16,
-        varied(Dimension::Context),
-    )?;
-    let width = fixed(
-        "--width",
-        args.width,
-        64,
-        varied(Dimension::Width),
-    )?;
+    let batch = fixed("--batch", args.batch, 1, varied(Dimension::Batch))?;
+    let context = fixed("--context", args.context, 16, varied(Dimension::Context))?;
+    let width = fixed("--width", args.width, 64, varied(Dimension::Width))?;
     // Checked as `lab measure` checks its sizes, with the varied dimension at its largest
     // value, so that every point's flags are valid before anything runs.
     let pick = |d: Dimension, value: u64| if varied(d) { bounds.to } else { value };

@@ -1,10 +1,10 @@
-//! `lab verify-kit FILE.zip`: checks a downloaded kit against its own manifest, with the same
-//! implementation as `cargo xtask verify --archive` ([`lab::kit::verify_archive`]).
+//! `lab verify-kit FILE.zip`: checks a downloaded kit against the layout rule and its own
+//! manifest, with the same implementation and the same report as
+//! `cargo xtask verify --archive` ([`lab::kit::verify_archive`], [`lab::kit::Report::lines`]).
 
 use lab::kit;
 use lab::stdout::{json as print_json, lines as emit};
 use lab::{Error, Result};
-use serde_json::json;
 use std::path::PathBuf;
 
 /// Flags of `lab verify-kit`.
@@ -23,9 +23,10 @@ pub struct Args {
 ///
 /// # Errors
 /// Usage (exit 2) when the path is not a regular file (e.g. a folder); Runtime (exit 1) when
-/// the file is missing or unreadable, and when the archive does not match its manifest (every
-/// finding is printed first, by member name). The path check is [`kit::check_archive_path`],
-/// shared with `cargo xtask verify --archive`, so both exit the same way.
+/// the file is missing or unreadable, and when the archive is not a kit as `cargo xtask dist`
+/// writes it or does not match its manifest (every finding is printed first, by member). The
+/// path check is [`kit::check_archive_path`], shared with `cargo xtask verify --archive`, so
+/// both exit the same way.
 pub fn run(args: Args) -> Result<()> {
     let report = if super::is_stdin(&args.archive) {
         let bytes = super::read_stdin(kit::MAX_ARCHIVE_BYTES, "kit archive")?;
@@ -35,32 +36,9 @@ pub fn run(args: Args) -> Result<()> {
         kit::verify_archive(&args.archive)
     };
     if args.json {
-        print_json(&json!({
-            "archive": report.archive,
-            "sha256": report.sha256,
-            "ok": report.is_ok(),
-            "members_expected": kit::MEMBERS.len(),
-            "findings": report
-                .findings
-                .iter()
-                .map(|f| json!({"file": f.file, "message": f.message}))
-                .collect::<Vec<_>>(),
-        }))?;
+        print_json(&report)?;
     } else {
-        let mut out = Vec::new();
-        if let Some(hash) = &report.sha256 {
-            out.push(format!("{}: sha256 {hash}", report.archive));
-        }
-        out.extend(report.findings.iter().map(ToString::to_string));
-        if report.is_ok() {
-            out.push(format!(
-                "{}: ok, {} members match {}",
-                report.archive,
-                kit::MEMBERS.len(),
-                kit::MANIFEST_NAME
-            ));
-        }
-        emit(&out)?;
+        emit(&report.lines())?;
     }
     if report.is_ok() {
         Ok(())

@@ -111,21 +111,33 @@ pub fn fake_measurement() -> String {
     .to_string()
 }
 
-/// A kit archive built with the library's own writer from eight small fake files.
+/// A kit of small fake files with its manifest, packed in path order with the layout
+/// `cargo xtask dist` writes (Unix, 0644, deflate; the release writer itself lives in xtask).
 pub fn good_kit(dir: &Path) -> PathBuf {
-    let files = lab::kit::MEMBERS
+    use std::io::Write as _;
+    let files: Vec<(&str, Vec<u8>)> = lab::kit::MEMBERS
         .iter()
-        .filter(|m| !m.is_manifest())
-        .map(|m| {
-            (
-                m.name.to_string(),
-                format!("content of {}\n", m.name).into_bytes(),
-            )
-        })
+        .filter(|n| **n != lab::kit::MANIFEST_NAME)
+        .map(|n| (*n, format!("content of {n}\n").into_bytes()))
         .collect();
-    let kit = lab::kit::Kit::from_files(files).unwrap();
-    let bytes = kit.archive(lab::kit::entry_time(None).unwrap()).unwrap();
+    let manifest =
+        lab::kit::Manifest::describe(files.iter().map(|(n, b)| (*n, b.as_slice()))).to_bytes();
     let path = dir.join("iteragpu-lab-v1.zip");
-    std::fs::write(&path, bytes).unwrap();
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o644)
+        .system(zip::System::Unix);
+    let mut writer = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    for name in lab::kit::MEMBERS {
+        let bytes = files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(manifest.as_slice(), |(_, b)| b.as_slice());
+        writer
+            .start_file(lab::kit::member_path(name), options)
+            .unwrap();
+        writer.write_all(bytes).unwrap();
+    }
+    writer.finish().unwrap();
     path
 }
