@@ -82,16 +82,31 @@ impl Dtype {
 /// Returns the GPU index of a `cuda:N` device string. `cpu`, `mps`, a bare `cuda` and anything
 /// else are usage errors (exit 2) that say what to write instead: the measurement never falls
 /// back to the CPU. ROCm builds of PyTorch also call their GPUs `cuda:N`.
+///
+/// The one spelling accepted, as PyTorch's own parser: `cuda:` then `0` or a non-zero digit
+/// followed by digits, at most 2147483647; no space, sign, leading zero or capital
+/// (`cuda:01`, `cuda:0 `, `cuda:+1`, `CUDA:0` are refused). `mesure_memoire.py` applies the
+/// same rule with the same messages.
 pub fn parse_device(text: &str) -> Result<u32> {
-    let text = text.trim();
     if let Some(index) = text.strip_prefix("cuda:") {
         if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) {
-            return index
-                .parse::<u32>()
-                .ok()
+            if index.len() > 1 && index.starts_with('0') {
+                let plain = index.trim_start_matches('0');
+                let plain = if plain.is_empty() { "0" } else { plain };
+                return Err(Error::usage(format!(
+                    "device index '{index}' has a leading zero: write cuda:{plain}"
+                )));
+            }
+            // At most 10 digits are converted: a longer index is too large whatever it is.
+            return Some(index)
+                .filter(|i| i.len() <= 10)
+                .and_then(|i| i.parse::<u32>().ok())
                 .filter(|i| *i <= i32::MAX as u32)
                 .ok_or_else(|| {
-                    Error::usage(format!("device index '{index}' is too large: write cuda:N"))
+                    Error::usage(format!(
+                        "device index '{index}' is too large: write cuda:N with N at most {}",
+                        i32::MAX
+                    ))
                 });
         }
         return Err(Error::usage(format!(
@@ -686,6 +701,17 @@ mod tests {
     fn devices() {
         assert_eq!(parse_device("cuda:0").unwrap(), 0);
         assert_eq!(parse_device("cuda:7").unwrap(), 7);
+        assert_eq!(parse_device("cuda:10").unwrap(), 10);
+        assert_eq!(parse_device("cuda:2147483647").unwrap(), 2147483647);
+        assert!(parse_device("cuda:007")
+            .unwrap_err()
+            .to_string()
+            .ends_with("has a leading zero: write cuda:7"));
+        let long = format!("cuda:{}", "9".repeat(5000));
+        assert!(parse_device(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("too large"));
         for bad in [
             "cpu",
             "mps",
@@ -697,6 +723,17 @@ mod tests {
             "gpu",
             "",
             "cuda:99999999999",
+            "cuda:2147483648",
+            "cuda:01",
+            "cuda:00",
+            "cuda:0 ",
+            " cuda:0",
+            "cuda: 0",
+            "cuda:+1",
+            "CUDA:0",
+            "Cuda:0",
+            "cuda:٣",
+            "cuda:0\n",
         ] {
             let err = parse_device(bad).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad}");

@@ -494,7 +494,7 @@ class ControlCharacters(unittest.TestCase):
         self.assertEqual(cf.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
         self.assertEqual(cf.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
         # Printable text, backslashes, quotes and non-ASCII letters are kept as they are.
-        kept = "b200 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        kept = "b200 'x' \"y\" \\u{1b} \u00e9\u00a0\u2030 \U0001f600"
         self.assertEqual(cf.one_line(kept), kept)
         # Escaping twice changes nothing more.
         once = cf.one_line("x\x1b\ny")

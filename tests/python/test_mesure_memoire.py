@@ -824,7 +824,7 @@ class ControlCharacters(unittest.TestCase):
     def test_one_line_is_rust_escape_default_on_control_characters(self):
         self.assertEqual(mm.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
         self.assertEqual(mm.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
-        kept = "cuda:0 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        kept = "cuda:0 'x' \"y\" \\u{1b} \u00e9\u00a0\u2030 \U0001f600"
         self.assertEqual(mm.one_line(kept), kept)
         once = mm.one_line("x\x1b\ny")
         self.assertEqual(mm.one_line(once), once)
@@ -843,7 +843,19 @@ class EnvironmentDiagnostic(unittest.TestCase):
         "cuda:x": "unrecognised device 'cuda:x'",
         "cuda:-1": "unrecognised device 'cuda:-1'",
         "": "unrecognised device ''",
-        "cuda:99999999999": "the device index must be a whole number from 0 to 2147483647",
+        "cuda:99999999999": "device index '99999999999' is too large: write cuda:N with N at most 2147483647",
+        "cuda:2147483648": "device index '2147483648' is too large",
+        "cuda:" + "9" * 4400: "is too large: write cuda:N with N at most 2147483647",
+        # One spelling only, as PyTorch and lab: no leading zero, space, sign or capital.
+        "cuda:01": "device index '01' has a leading zero: write cuda:1",
+        "cuda:00": "device index '00' has a leading zero: write cuda:0",
+        "cuda:" + "0" * 4400 + "7": "has a leading zero: write cuda:7",
+        "cuda:0 ": "unrecognised device 'cuda:0 ': write cuda:N with N a GPU index",
+        " cuda:0": "unrecognised device ' cuda:0'",
+        "cuda: 0": "unrecognised device 'cuda: 0'",
+        "cuda:+1": "unrecognised device 'cuda:+1'",
+        "CUDA:0": "unrecognised device 'CUDA:0'",
+        "cuda:\u0663": "unrecognised device 'cuda:\u0663'",
     }
 
     def setUp(self):

@@ -61,7 +61,8 @@ pub fn duration(text: &str) -> Result<u32> {
 pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::runtime(format!("cannot write JSON: {e}")))?;
-    emit(&[text])
+    // Control and format characters from a catalog or a file become JSON escapes.
+    emit(&[lab::text::json_visible(&text)])
 }
 
 /// Writes `lines` to stdout, each followed by a newline.

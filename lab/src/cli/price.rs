@@ -2,6 +2,7 @@
 
 use super::numbers::{duration, emit, positive_integer, print_json};
 use lab::pricing::quote;
+use lab::text::one_line;
 
 /// Flags of `lab price`.
 #[derive(Debug, clap::Args)]
@@ -72,5 +73,6 @@ pub fn run(args: Args) -> lab::Result<()> {
         catalog.describe(),
         q.catalog.sha256
     ));
-    emit(&out)
+    // Catalog text and the typed path never reach the terminal raw.
+    emit(&out.iter().map(|l| one_line(l)).collect::<Vec<_>>())
 }
