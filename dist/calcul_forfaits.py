@@ -47,12 +47,30 @@ I64_MAX = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# One explicit character rule, the same as lab's (lab/src/text.rs), not what Python calls
+# whitespace (str.isspace() also counts U+001C..U+001F): *hidden* characters are the C0
+# controls, DEL, the C1 controls, U+2028, U+2029 and the Unicode 15.1 format characters
+# (general category Cf); *spaces* are the Unicode 15.1 space separators (general category Zs).
+_FORMAT_RANGES = (
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)
+_HIDDEN_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029)) + _FORMAT_RANGES
+SPACES = frozenset(
+    "\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+)
+# Hidden characters, plus lone surrogates (command-line bytes that are not UTF-8).
+_HIDDEN = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "\ud800-\udfff]")
+# What json_visible escapes: the hidden characters above U+001F.
+_JSON_HIDDEN = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES[1:]) + "]")
 _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def _escape_one(match):
-    """The escape of one control character (or U+FFFD for an undecodable argument byte)."""
+    """The escape of one hidden character (or U+FFFD for an undecodable argument byte)."""
     char = match.group()
     if "\ud800" <= char <= "\udfff":
         return "\ufffd"
@@ -60,15 +78,29 @@ def _escape_one(match):
 
 
 def one_line(text):
-    """``text`` with every control character escaped as ``lab`` prints its messages.
+    """``text`` with every hidden character escaped, as ``lab`` prints everything it shows.
 
-    The escapes are Rust's ``char::escape_default``: ``\\n``, ``\\r``, ``\\t``, and
-    ``\\u{1b}`` (lowercase hex, no leading zeros) for the other C0 and C1 controls and DEL.
-    A message quoting user input thus stays one line and sends no escape sequence to the
-    terminal. Backslashes and printable text are kept as they are; a command-line byte that is
-    not UTF-8 (a lone surrogate in Python) becomes U+FFFD, as in ``lab``.
+    ``\\n``, ``\\r``, ``\\t``, and ``\\u{1b}`` (lowercase hex, no leading zeros) for the other
+    hidden characters (``\\u{202e}``, ``\\u{feff}``...). Text quoting user input or a file thus
+    stays one line, shows what it holds and sends no escape sequence to the terminal.
+    Backslashes and visible text are kept as they are; a command-line byte that is not UTF-8
+    (a lone surrogate in Python) becomes U+FFFD, as in ``lab``.
     """
-    return _CONTROL.sub(_escape_one, str(text))
+    return _HIDDEN.sub(_escape_one, str(text))
+
+
+def json_visible(text):
+    """JSON text with every hidden character that ``json.dumps`` left raw written as a JSON
+    escape (``\\u202e``; a surrogate pair above U+FFFF), as ``lab`` prints JSON: the value is
+    unchanged, the terminal gets no control or format character. C0 controls are left alone:
+    ``json.dumps`` escapes them in strings, and outside strings they are layout."""
+
+    def escape(match):
+        """The JSON escape of one character, as UTF-16 code units."""
+        data = match.group().encode("utf-16-be", "surrogatepass")
+        return "".join(f"\\u{int.from_bytes(data[i:i + 2], 'big'):04x}" for i in range(0, len(data), 2))
+
+    return _JSON_HIDDEN.sub(escape, text)
 
 
 class PriceError(Exception):
@@ -96,13 +128,30 @@ def _is_digits(text):
     return bool(_DIGITS.fullmatch(text))
 
 
+def whole_number(text, maximum):
+    """The value of ``text`` when it is ASCII digits only (leading zeros allowed) and at most
+    ``maximum``, else None.
+
+    The length is checked before converting: Python refuses to convert more than 4300 digits
+    (a traceback), while a long number is simply too large, as ``lab`` says.
+    """
+    if not _is_digits(text):
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(maximum)):
+        return None
+    value = int(digits)
+    return value if value <= maximum else None
+
+
 def positive_integer(flag, text, maximum):
     """Parses a flag value made of ASCII digits only, from 1 to ``maximum``.
 
-    Raises PriceError (exit 2) for zero, signs, decimals, exponents, separators or spaces.
+    Raises PriceError (exit 2) for zero, signs, decimals, exponents, separators, spaces or
+    a number too large (however many digits).
     """
-    value = int(text) if _is_digits(text) else None
-    if value is None or value < 1 or value > maximum:
+    value = whole_number(text, maximum)
+    if value is None or value < 1:
         hint = ""
         if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
             hint = " (digits only: no decimal point, exponent or separator)"
@@ -112,35 +161,79 @@ def positive_integer(flag, text, maximum):
 
 def parse_days(text):
     """Parses ``--days``: 3, 7 or 30 written in digits; anything else lists the valid ones."""
-    if _is_digits(text) and int(text) in DURATIONS:
-        return int(text)
+    days = whole_number(text, max(DURATIONS))
+    if days in DURATIONS:
+        return days
     raise PriceError(f"--days must be one of {durations_list()} (packages are not pro-rated), got '{text}'")
 
 
 def _catalog_integer(text, maximum):
     """A catalog field of ASCII digits with a value from 1 to ``maximum``, else None."""
-    if not _is_digits(text):
-        return None
-    value = int(text)
-    return value if 1 <= value <= maximum else None
+    value = whole_number(text, maximum)
+    return value if value is not None and value >= 1 else None
+
+
+# The hint for a row whose fields are separated by semicolons (a spreadsheet's CSV export
+# in some languages), and how to get a UTF-8 catalog: the same words as lab's.
+SEMICOLONS = " (fields must be separated by commas, not semicolons: save the file as CSV with comma separators)"
+SAVE_AS_UTF8 = 'save it as UTF-8 CSV (spreadsheet: Save As, "CSV UTF-8"; text editor: encoding UTF-8)'
+
+
+def _decode(body):
+    """The text of catalog bytes whose one optional UTF-8 byte-order mark is already removed.
+
+    Raises PriceError (exit 2) naming the line and the encoding the bytes look like, as
+    ``lab`` does: UTF-16 (a UTF-16 byte-order mark ``FF FE`` or ``FE FF``, or a zero byte
+    among the first two, as ASCII text in UTF-16 has), a second byte-order mark (U+FEFF is
+    then content, which no header starts with), or bytes that are not UTF-8 (a single-byte
+    encoding such as Latin-1 or Windows-1252).
+    """
+    if len(body) >= 2:
+        first, second = body[0], body[1]
+        if (first, second) in ((0xFF, 0xFE), (0xFE, 0xFF)) or (first == 0) != (second == 0):
+            raise PriceError(
+                f"line 1: the catalog looks like UTF-16 text (it starts with bytes {first:02X} {second:02X}), "
+                f"not UTF-8: {SAVE_AS_UTF8}"
+            )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = 1 + body.count(b"\n", 0, error.start)
+        raise PriceError(
+            f"line {line}: the catalog is not UTF-8 text (byte {body[error.start]:02X}); it looks like Latin-1 or "
+            f"Windows-1252: {SAVE_AS_UTF8}"
+        ) from None
+    if text.startswith("\ufeff"):
+        raise PriceError(f"line 1: the file starts with a second byte-order mark (U+FEFF); keep at most one: {SAVE_AS_UTF8}")
+    return text
+
+
+def _check_text(line, what, value):
+    """Refuses (PriceError, exit 2) a ``what`` field holding a hidden character (a control or
+    format character, see ``one_line``), naming it as ``U+XXXX``, as ``lab`` does."""
+    found = _HIDDEN.search(value)
+    if found:
+        raise PriceError(
+            f"line {line}: {what} contains U+{ord(found.group()):04X}, a control or format character; "
+            f"remove it, found '{value}'"
+        )
 
 
 def parse_catalog(data):
     """Validates catalog bytes and returns ``(rows, sha256)``; rows are dicts in file order.
 
-    Accepts a UTF-8 byte-order mark, LF or CRLF line ends and blank lines. Checks, naming the
-    line: the header (must start with gpu,model,gpus_per_lot,days,price_cents), the field
-    count of every row, non-empty ids without spaces and model names, whole positive
+    Accepts UTF-8 with at most one byte-order mark (UTF-16, Latin-1 and a second mark are
+    refused with a hint, see ``_decode``), LF or CRLF line ends and blank lines. Checks,
+    naming the line: the header (must start with gpu,model,gpus_per_lot,days,price_cents),
+    the field count of every row, non-empty ids without spaces and model names not only
+    spaces, neither holding a hidden character (see ``one_line``), whole positive
     ``gpus_per_lot`` and ``price_cents`` (``12.50``, ``1,234``, ``0``, ``-5`` refused),
     durations 3/7/30, no duplicate model/duration, one lot size and one name per model,
     every model offered for every duration, exactly 15 models. Raises PriceError (exit 2).
     """
     sha256 = hashlib.sha256(data).hexdigest()
     body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PriceError("the catalog is not UTF-8 text") from None
+    text = _decode(body)
     # Lines are counted at each line feed (LF or CRLF ends), as lab does; a carriage return
     # alone or a NUL is refused with its line.
     for match in re.finditer(r"\r(?!\n)|\x00", text):
@@ -168,25 +261,31 @@ def parse_catalog(data):
     width = len(header)
     if width < len(HEADER) or tuple(header[: len(HEADER)]) != HEADER:
         found = ",".join(header)
-        hint = " (fields must be separated by commas, not semicolons)" if ";" in found else ""
+        hint = SEMICOLONS if ";" in found else ""
         shown = found if len(found) <= 80 else found[:80] + "..."
         raise PriceError(f"line {header_line}: the header must start with {','.join(HEADER)}, found '{shown}'{hint}")
     rows = []
     for line, record in records[1:]:
         if len(record) != width:
-            hint = " (a price must be written without separators, e.g. 1234 not 1,234)" if len(record) > width else ""
+            hint = ""
+            if any(";" in field for field in record):
+                hint = SEMICOLONS
+            elif len(record) > width:
+                hint = " (a price must be written without separators, e.g. 1234 not 1,234)"
             raise PriceError(f"line {line}: expected {width} fields like the header, found {len(record)}{hint}")
         gpu, model = record[0], record[1]
-        if not gpu or any(ch.isspace() for ch in gpu):
+        _check_text(line, "gpu", gpu)
+        if not gpu or any(char in SPACES for char in gpu):
             raise PriceError(f"line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'")
-        if not model.strip():
+        _check_text(line, "model name", model)
+        if all(char in SPACES for char in model):
             raise PriceError(f"line {line}: model name is empty")
         gpus_per_lot = _catalog_integer(record[2], U32_MAX)
         if gpus_per_lot is None:
             raise PriceError(f"line {line}: gpus_per_lot must be a whole number from 1 to {U32_MAX}, found '{record[2]}'")
-        if not (_is_digits(record[3]) and int(record[3]) in DURATIONS):
+        days = whole_number(record[3], max(DURATIONS))
+        if days not in DURATIONS:
             raise PriceError(f"line {line}: days must be one of {durations_list()}, found '{record[3]}'")
-        days = int(record[3])
         price_cents = _catalog_integer(record[4], I64_MAX)
         if price_cents is None:
             raise PriceError(
@@ -262,10 +361,22 @@ def describe_catalog(info, path):
 
 def default_catalog_path():
     """The catalog beside this script, else the repository's ``../data/`` copy; None if neither."""
+    found = _default_catalog()
+    return None if found is None else found[0]
+
+
+def _default_catalog():
+    """``(path, shown)`` of the default catalog (see ``default_catalog_path``), or None.
+
+    ``shown`` is what messages print: the path relative to this script's folder, never the
+    absolute path, which would show the home folder and so the user name.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.join(here, CATALOG_NAME), os.path.join(here, os.pardir, "data", CATALOG_NAME)):
+    for relative in (CATALOG_NAME, os.path.join(os.pardir, "data", CATALOG_NAME)):
+        candidate = os.path.join(here, relative)
         if os.path.isfile(candidate):
-            return os.path.normpath(candidate)
+            where = "beside" if relative == CATALOG_NAME else "relative to the folder of"
+            return os.path.normpath(candidate), f"{relative} {where} calcul_forfaits.py"
     return None
 
 
@@ -280,43 +391,56 @@ def load_catalog(path=None):
     (``/dev/zero``, a folder, a pipe), a file over 1 MiB, or content that is not a valid
     catalog.
     """
-    path = resolve_catalog_path(path)
+    path, shown = _resolve_catalog(path)
+    return _load_catalog(path, shown)
+
+
+def _load_catalog(path, shown):
+    """``load_catalog`` for the file at ``path``, named ``shown`` in messages."""
     try:
         info = os.stat(path)
     except OSError as error:
-        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
+        raise PriceError(f"cannot read catalog {shown}: {error.strerror or error}", exit_code=1) from None
     if not stat.S_ISREG(info.st_mode):
-        raise PriceError(f"catalog {path}: not a regular file (a catalog is a CSV file, not a folder, device or pipe)")
-    too_large = f"catalog {path}: larger than {MAX_CATALOG_BYTES} bytes (1 MiB); a catalog is a CSV file of a few KB"
+        raise PriceError(f"catalog {shown}: not a regular file (a catalog is a CSV file, not a folder, device or pipe)")
+    too_large = f"catalog {shown}: larger than {MAX_CATALOG_BYTES} bytes (1 MiB); a catalog is a CSV file of a few KB"
     if info.st_size > MAX_CATALOG_BYTES:
         raise PriceError(too_large)
     try:
         with open(path, "rb") as stream:
             data = stream.read(MAX_CATALOG_BYTES + 1)
     except OSError as error:
-        raise PriceError(f"cannot read catalog {path}: {error.strerror or error}", exit_code=1) from None
+        raise PriceError(f"cannot read catalog {shown}: {error.strerror or error}", exit_code=1) from None
     if len(data) > MAX_CATALOG_BYTES:
         raise PriceError(too_large)
     try:
         rows, sha256 = parse_catalog(data)
     except PriceError as error:
-        raise PriceError(f"catalog {path}: {error}") from None
+        raise PriceError(f"catalog {shown}: {error}") from None
     return rows, catalog_info(rows, sha256)
 
 
 def resolve_catalog_path(path=None):
     """``path``, or the default catalog when None. Raises PriceError: exit 2 for an empty
     path, exit 1 when no default catalog is found."""
+    return _resolve_catalog(path)[0]
+
+
+def _resolve_catalog(path=None):
+    """``(path, shown)``: the catalog to read and how messages name it (a typed path as
+    typed; the default catalog relative to this script, see ``_default_catalog``). Raises
+    PriceError as ``resolve_catalog_path``."""
     if path == "":
         raise PriceError("--tariffs needs a catalog file name, got an empty one")
-    if path is None:
-        path = default_catalog_path()
-        if path is None:
-            raise PriceError(
-                f"{CATALOG_NAME} not found beside calcul_forfaits.py: keep the kit's files together or give --tariffs FILE",
-                exit_code=1,
-            )
-    return path
+    if path is not None:
+        return path, path
+    found = _default_catalog()
+    if found is None:
+        raise PriceError(
+            f"{CATALOG_NAME} not found beside calcul_forfaits.py: keep the kit's files together or give --tariffs FILE",
+            exit_code=1,
+        )
+    return found
 
 
 def round_half_even_ratio(numerator, denominator):
@@ -386,7 +510,9 @@ def quote(rows, info, gpu, days, lots, accepted_results=None):
 
 
 def quote_text(result, path):
-    """A short readable summary of a ``quote`` result priced from the catalog at ``path``."""
+    """A short readable summary of a ``quote`` result priced from the catalog named ``path``
+    (as messages name it), every line through ``one_line``: catalog text and the path reach
+    the terminal escaped."""
     lot_word = "lot" if result["lots"] == 1 else "lots"
     per_lot_word = "GPU" if result["gpus_per_lot"] == 1 else "GPUs"
     gpu_word = "GPU" if result["gpus"] == 1 else "GPUs"
@@ -404,7 +530,7 @@ def quote_text(result, path):
         )
     catalog = result["catalog"]
     lines.append(f"  catalog:    {describe_catalog(catalog, path)}, sha256 {catalog['sha256']}")
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)
 
 
 def _quiet_stdout():
@@ -503,10 +629,11 @@ def main(argv=None):
         accepted = None
         if args.accepted_results is not None:
             accepted = positive_integer("--accepted-results", args.accepted_results, U64_MAX)
-        path = resolve_catalog_path(args.tariffs)
-        rows, info = load_catalog(path)
+        path, shown = _resolve_catalog(args.tariffs)
+        rows, info = _load_catalog(path, shown)
         result = quote(rows, info, args.gpu, days, lots, accepted)
-        write_stdout(json.dumps(result, indent=2, ensure_ascii=False) if args.json else quote_text(result, path))
+        text = json_visible(json.dumps(result, indent=2, ensure_ascii=False)) if args.json else quote_text(result, shown)
+        write_stdout(text)
     except PriceError as error:
         print_error(error)
         return error.exit_code

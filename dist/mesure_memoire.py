@@ -43,12 +43,24 @@ SCHEMA_ID = "iteragpu-lab/measurement/v1"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _INTEGER = re.compile(r"[0-9]+")
 _U64_MAX = 2**64 - 1
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+# One explicit character rule, the same as lab's (lab/src/text.rs), not what Python calls
+# whitespace or printable: *hidden* characters are the C0 controls, DEL, the C1 controls,
+# U+2028, U+2029 and the Unicode 15.1 format characters (general category Cf).
+_FORMAT_RANGES = (
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD), (0x070F, 0x070F),
+    (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+)
+_HIDDEN_RANGES = ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x2029)) + _FORMAT_RANGES
+# Hidden characters, plus lone surrogates (command-line bytes that are not UTF-8).
+_HIDDEN = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "\ud800-\udfff]")
 _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def _escape_one(match):
-    """The escape of one control character (or U+FFFD for an undecodable argument byte)."""
+    """The escape of one hidden character (or U+FFFD for an undecodable argument byte)."""
     char = match.group()
     if "\ud800" <= char <= "\udfff":
         return "\ufffd"
@@ -56,15 +68,23 @@ def _escape_one(match):
 
 
 def one_line(text):
-    """``text`` with every control character escaped as ``lab`` prints its messages.
+    """``text`` with every hidden character escaped, as ``lab`` prints everything it shows.
 
-    The escapes are Rust's ``char::escape_default``: ``\\n``, ``\\r``, ``\\t``, and
-    ``\\u{1b}`` (lowercase hex, no leading zeros) for the other C0 and C1 controls and DEL.
-    A message quoting user input thus stays one line and sends no escape sequence to the
-    terminal. Backslashes and printable text are kept as they are; a command-line byte that is
+    ``\\n``, ``\\r``, ``\\t``, and ``\\u{1b}`` (lowercase hex, no leading zeros) for the other
+    hidden characters (``\\u{202e}``, ``\\u{feff}``...). Text quoting user input or a device
+    name thus stays one line, shows what it holds and sends no escape sequence to the
+    terminal. Backslashes and visible text are kept as they are; a command-line byte that is
     not UTF-8 (a lone surrogate in Python) becomes U+FFFD, as in ``lab``.
     """
-    return _CONTROL.sub(_escape_one, str(text))
+    return _HIDDEN.sub(_escape_one, str(text))
+
+
+def public_text(text):
+    """``text`` with the home folder written ``~``: a path the tool found itself (PyTorch's
+    install, in an import error) must not show the user name."""
+    home = os.path.expanduser("~")
+    text = str(text)
+    return text.replace(home, "~") if len(home) > 1 else text
 
 
 class KitError(Exception):
@@ -88,17 +108,31 @@ class KitError(Exception):
         return [f"{type(self).__name__}: {self}"]
 
 
+def _number_text(value):
+    """``str(value)``, or a description of an int too long for Python to convert (4300 digits)."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"a number of {value.bit_length()} bits"
+
+
 def parse_int(name, value, minimum, maximum=_U64_MAX):
     """Returns ``value`` as an int in ``[minimum, maximum]``, or raises KitError (exit 2).
 
     Accepts an int (not a bool) or a string of ASCII digits only, the syntax ``lab`` accepts:
     no sign, decimal point, exponent, separator or space (``7e9`` is refused; write
-    ``7000000000``).
+    ``7000000000``). Leading zeros are allowed; the length is checked before converting, so
+    that a number of any length is "too large" (Python refuses to convert over 4300 digits).
     """
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got {value!r}")
-    text = str(value)
-    number = int(text) if _INTEGER.fullmatch(text) else None
+    if isinstance(value, int):
+        number, text = value, _number_text(value)
+    else:
+        text, number = value, None
+        digits = text.lstrip("0") or "0"
+        if _INTEGER.fullmatch(text) and len(digits) <= len(str(maximum)):
+            number = int(digits)
     if number is None or not minimum <= number <= maximum:
         hint = ""
         if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
@@ -144,7 +178,7 @@ def parse_reserve_gib(value):
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
         raise KitError(f"--reserve-gib must be a number of GiB such as 4 or 0.5, not {value!r}")
-    text = value if isinstance(value, str) else str(value)
+    text = value if isinstance(value, str) else _number_text(value)
     if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
         raise KitError(f"--reserve-gib must be a finite number of GiB, got '{text}'")
     if text.startswith("-"):
@@ -221,17 +255,30 @@ def estimate_text(result):
 # end-notebook-cell
 
 # notebook-cell: environment
+_DEVICE_MAX = 2**31 - 1
+
+
 def parse_device(device):
     """Returns the GPU index of a ``cuda:N`` device string, or raises KitError (exit 2).
 
     The device is always named explicitly: ``cpu``, ``mps``, a bare ``cuda`` and anything
     else are refused with a line saying what to write instead. ROCm builds of PyTorch also
-    name their GPUs ``cuda:N``.
+    name their GPUs ``cuda:N``. The one spelling accepted, as PyTorch's own parser and
+    ``lab``: ``cuda:`` then ``0`` or a non-zero digit followed by digits, at most 2147483647;
+    no space, sign, leading zero or capital (``cuda:01``, ``cuda:0 ``, ``cuda:+1``,
+    ``CUDA:0`` are refused, with ``lab``'s messages).
     """
-    text = str(device).strip()
-    match = re.fullmatch(r"cuda:([0-9]+)", text)
-    if match:
-        return parse_int("the device index", match.group(1), 0, 2**31 - 1)
+    text = str(device)
+    if text.startswith("cuda:"):
+        index = text[len("cuda:"):]
+        if not _INTEGER.fullmatch(index):
+            raise KitError(f"unrecognised device '{text}': write cuda:N with N a GPU index, e.g. --device cuda:0")
+        if len(index) > 1 and index.startswith("0"):
+            raise KitError(f"device index '{index}' has a leading zero: write cuda:{index.lstrip('0') or '0'}")
+        # At most 10 digits are converted: a longer index is too large whatever it is.
+        if len(index) > 10 or int(index) > _DEVICE_MAX:
+            raise KitError(f"device index '{index}' is too large: write cuda:N with N at most {_DEVICE_MAX}")
+        return int(index)
     if text == "cuda":
         raise KitError("name the GPU index explicitly, e.g. --device cuda:0 (a bare 'cuda' is refused)")
     if text == "cpu":
@@ -252,7 +299,7 @@ def import_torch():
     try:
         import torch  # noqa: PLC0415 (imported here on purpose: only these steps need it)
     except Exception as error:  # ImportError, or a broken install raising something else
-        return None, f"{type(error).__name__}: {error}"
+        return None, public_text(f"{type(error).__name__}: {error}")
     return torch, None
 
 
@@ -459,6 +506,17 @@ def write_new_json(path, document):
     path = os.fspath(path)
     check_new_output(path)
     folder = os.path.dirname(os.path.abspath(path))
+    try:
+        _write_new_json(path, folder, document)
+    except OSError as error:
+        # The temporary file's name (and its absolute folder) is not shown: the user typed path.
+        raise KitError(
+            f"cannot write {path}: {error.strerror or type(error).__name__}; nothing was written", exit_code=1
+        ) from None
+
+
+def _write_new_json(path, folder, document):
+    """``write_new_json`` after the checks; raises OSError on a failed write."""
     handle, temporary = tempfile.mkstemp(prefix=".mesure-", suffix=".json.tmp", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
@@ -774,7 +832,7 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
                 exit_code=1,
             ) from None
         raise KitError(
-            f"the measurement failed during {phase}: {type(error).__name__}: {error}; no file was written",
+            public_text(f"the measurement failed during {phase}: {type(error).__name__}: {error}; no file was written"),
             exit_code=1,
         ) from None
     environment["tf32_matmul_allowed"] = _tf32_matmul_allowed(torch)
@@ -963,7 +1021,7 @@ def _cli_measure(args):
     )
     write_new_json(args.output, document)
     graph = graph_text(document)
-    write_stdout(f"{phases_text(document)}\n{graph + chr(10) if graph else ''}wrote {args.output}")
+    write_stdout(f"{phases_text(document)}\n{graph + chr(10) if graph else ''}wrote {one_line(args.output)}")
     return 0
 
 

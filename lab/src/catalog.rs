@@ -11,11 +11,16 @@
 //! and every problem names the line it was found on: a catalog is money, and a silently
 //! skipped row would give a wrong price.
 //!
-//! Accepted text details: an optional UTF-8 byte-order mark, LF or CRLF line ends, and blank
-//! lines (a trailing one included). Fields are taken verbatim: no trimming.
+//! Accepted text details: UTF-8 with at most one byte-order mark (a second one is content and
+//! is refused, as are UTF-16 and Latin-1 files, with a hint on saving as UTF-8 CSV), LF or
+//! CRLF line ends, and blank lines (a trailing one included). Fields are taken verbatim: no
+//! trimming. Identifiers and model names hold no control or format character and
+//! identifiers no space, by the explicit character rule of [`crate::text`] (the Python twin
+//! applies the same rule).
 
 use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
+use crate::text::{is_hidden, is_space};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -194,8 +199,10 @@ impl Catalog {
 
     /// Parses and validates catalog bytes. The result is marked as not embedded.
     ///
-    /// Checks, each reported with its line number: the header, the number of fields per row,
-    /// non-empty identifiers and model names, whole positive integers for `gpus_per_lot` and
+    /// Checks, each reported with its line number: the encoding (see the module
+    /// documentation), the header, the number of fields per row, non-empty identifiers
+    /// without spaces and model names not only spaces, neither holding a control or format
+    /// character, whole positive integers for `gpus_per_lot` and
     /// `price_cents` (so `12.50`, `1,234`, `0`, `-5` are refused), durations in
     /// [`DURATIONS`], no duplicate model/duration pair, the same lot size and model name for
     /// every duration of a model, every model offered for every duration, and exactly
@@ -206,9 +213,7 @@ impl Catalog {
     pub fn parse(bytes: &[u8]) -> Result<Catalog> {
         let sha256 = sha256_hex(bytes);
         let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-        let Ok(text) = std::str::from_utf8(body) else {
-            return Err(Error::usage("the catalog is not UTF-8 text"));
-        };
+        let text = decode(body)?;
         // Lines are counted at each line feed (LF or CRLF ends). A carriage return alone
         // (old Mac line ends) or a NUL would be read differently by other CSV readers (the
         // Python twin's included), so both are refused, with their line.
@@ -254,11 +259,7 @@ impl Catalog {
         if !starts_right {
             let found: Vec<&str> = header.iter().collect();
             let found = found.join(",");
-            let hint = if found.contains(';') {
-                " (fields must be separated by commas, not semicolons)"
-            } else {
-                ""
-            };
+            let hint = if found.contains(';') { SEMICOLONS } else { "" };
             return Err(Error::usage(format!(
                 "line {header_line}: the header must start with {}, found '{}'{hint}",
                 HEADER.join(","),
@@ -272,7 +273,9 @@ impl Catalog {
             one_line(&record, text)?;
             let line = line_of(&record, text);
             if record.len() != width {
-                let hint = if record.len() > width {
+                let hint = if record.iter().any(|field| field.contains(';')) {
+                    SEMICOLONS
+                } else if record.len() > width {
                     " (a price must be written without separators, e.g. 1234 not 1,234)"
                 } else {
                     ""
@@ -284,12 +287,14 @@ impl Catalog {
             }
             let gpu = &record[0];
             let model = &record[1];
-            if gpu.is_empty() || gpu.chars().any(char::is_whitespace) {
+            check_text(line, "gpu", gpu)?;
+            if gpu.is_empty() || gpu.chars().any(is_space) {
                 return Err(Error::usage(format!(
                     "line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'"
                 )));
             }
-            if model.trim().is_empty() {
+            check_text(line, "model name", model)?;
+            if model.chars().all(is_space) {
                 return Err(Error::usage(format!("line {line}: model name is empty")));
             }
             let gpus_per_lot = positive_integer(&record[2])
@@ -527,6 +532,62 @@ pub fn durations_list() -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The hint for a row whose fields are separated by semicolons (a spreadsheet's CSV export
+/// in some languages).
+const SEMICOLONS: &str = " (fields must be separated by commas, not semicolons: save the file as \
+     CSV with comma separators)";
+
+/// How to get a UTF-8 catalog, quoted by every encoding refusal.
+const SAVE_AS_UTF8: &str =
+    "save it as UTF-8 CSV (spreadsheet: Save As, \"CSV UTF-8\"; text editor: encoding UTF-8)";
+
+/// The text of catalog bytes whose one optional UTF-8 byte-order mark is already removed.
+///
+/// # Errors
+/// [`Error::Usage`] naming the line and the encoding the bytes look like: UTF-16 (a UTF-16
+/// byte-order mark `FF FE` or `FE FF`, or a zero byte among the first two, as ASCII text in
+/// UTF-16 has), a second byte-order mark (U+FEFF is then content, which no header starts
+/// with), or bytes that are not UTF-8 (a single-byte encoding such as Latin-1 or
+/// Windows-1252).
+fn decode(body: &[u8]) -> Result<&str> {
+    if let [first, second, ..] = body {
+        let utf16_mark = matches!((first, second), (0xFF, 0xFE) | (0xFE, 0xFF));
+        if utf16_mark || ((*first == 0) != (*second == 0)) {
+            return Err(Error::usage(format!(
+                "line 1: the catalog looks like UTF-16 text (it starts with bytes {first:02X} {second:02X}), \
+                 not UTF-8: {SAVE_AS_UTF8}"
+            )));
+        }
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) if text.starts_with('\u{feff}') => Err(Error::usage(format!(
+            "line 1: the file starts with a second byte-order mark (U+FEFF); keep at most one: {SAVE_AS_UTF8}"
+        ))),
+        Ok(text) => Ok(text),
+        Err(error) => {
+            let at = error.valid_up_to();
+            let line = 1 + body[..at].iter().filter(|b| **b == b'\n').count();
+            Err(Error::usage(format!(
+                "line {line}: the catalog is not UTF-8 text (byte {:02X}); it looks like Latin-1 or \
+                 Windows-1252: {SAVE_AS_UTF8}",
+                body.get(at).copied().unwrap_or_default()
+            )))
+        }
+    }
+}
+
+/// Refuses a `what` field holding a hidden character (a control or format character, see
+/// [`crate::text`]), naming it as `U+XXXX`.
+fn check_text(line: u64, what: &str, value: &str) -> Result<()> {
+    match value.chars().find(|c| is_hidden(*c)) {
+        Some(c) => Err(Error::usage(format!(
+            "line {line}: {what} contains U+{:04X}, a control or format character; remove it, found '{value}'",
+            u32::from(c)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn is_digits(text: &str) -> bool {

@@ -60,7 +60,8 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::runtime(format!("cannot encode the JSON output: {e}")))?;
     text.push('\n');
-    print(&text)
+    // Control and format characters from a catalog or a file become JSON escapes.
+    print(&crate::text::json_visible(&text))
 }
 
 /// Whether the reader of standard output has gone away (a closed pipe was met).

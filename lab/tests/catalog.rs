@@ -315,3 +315,173 @@ fn shipped_content_digest_is_recomputed_from_the_data_file() {
         lab::catalog::SHIPPED_CONTENT_SHA256
     )));
 }
+
+/// Refused by the library with exactly this message (no path: `Catalog::parse`).
+fn refused_exactly(content: &[u8], message: &str) {
+    let error = Catalog::parse(content).unwrap_err();
+    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.to_string(), message);
+}
+
+const SAVE_AS_UTF8: &str =
+    "save it as UTF-8 CSV (spreadsheet: Save As, \"CSV UTF-8\"; text editor: encoding UTF-8)";
+
+#[test]
+fn one_byte_order_mark_is_allowed_a_second_is_content() {
+    assert!(Catalog::parse(format!("\u{feff}{GOOD}").as_bytes()).is_ok());
+    for marks in [2, 3, 10] {
+        let text = format!("{}{GOOD}", "\u{feff}".repeat(marks));
+        refused_exactly(
+            text.as_bytes(),
+            &format!(
+                "line 1: the file starts with a second byte-order mark (U+FEFF); keep at most one: {SAVE_AS_UTF8}"
+            ),
+        );
+        refused(&text, "second byte-order mark (U+FEFF)");
+    }
+    // Not at the start of the file: a hidden character in the id, named as a code point.
+    refused(
+        &edit(4, Some("\u{feff}t4,NVIDIA T4 16 GB,1,30,18144")),
+        "line 4: gpu contains U+FEFF, a control or format character",
+    );
+}
+
+#[test]
+fn utf16_and_latin1_are_named_with_their_line_and_a_hint() {
+    let utf16 = |big: bool, mark: bool| -> Vec<u8> {
+        let units = mark
+            .then_some(0xFEFF)
+            .into_iter()
+            .chain(GOOD.encode_utf16());
+        units
+            .flat_map(|u| {
+                if big {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect()
+    };
+    for (bytes, start) in [
+        (utf16(false, true), "FF FE"),
+        (utf16(true, true), "FE FF"),
+        (utf16(false, false), "67 00"),
+        (utf16(true, false), "00 67"),
+    ] {
+        refused_exactly(
+            &bytes,
+            &format!(
+                "line 1: the catalog looks like UTF-16 text (it starts with bytes {start}), not UTF-8: {SAVE_AS_UTF8}"
+            ),
+        );
+    }
+    // Latin-1: é (E9) in a model name on line 6; Windows-1252: € (80) on line 30.
+    for (line, byte) in [(6, 0xE9u8), (30, 0x80), (46, 0xFF)] {
+        let mut bytes = Vec::new();
+        for (i, l) in GOOD.lines().enumerate() {
+            bytes.extend_from_slice(l.as_bytes());
+            if i + 1 == line {
+                bytes.push(byte);
+            }
+            bytes.push(b'\n');
+        }
+        refused_exactly(
+            &bytes,
+            &format!(
+                "line {line}: the catalog is not UTF-8 text (byte {byte:02X}); it looks like Latin-1 or Windows-1252: {SAVE_AS_UTF8}"
+            ),
+        );
+    }
+}
+
+#[test]
+fn a_data_row_separated_by_semicolons_gets_the_hint() {
+    for line in [2, 17, 46] {
+        let row = GOOD.lines().nth(line - 1).unwrap().replace(',', ";");
+        refused(
+            &edit(line, Some(&row)),
+            &format!(
+                "line {line}: expected 5 fields like the header, found 1 (fields must be separated by commas, not semicolons"
+            ),
+        );
+    }
+    // Some fields with semicolons, some with commas: still the hint.
+    refused(
+        &edit(3, Some("t4,NVIDIA T4 16 GB;1;7;5586")),
+        "found 2 (fields must be separated by commas, not semicolons",
+    );
+}
+
+#[test]
+fn control_and_format_characters_are_refused_by_one_explicit_rule() {
+    // U+001C..U+001F: not whitespace for Rust, whitespace for Python; hidden for both twins.
+    for c in [
+        '\u{1c}',
+        '\u{1d}',
+        '\u{1e}',
+        '\u{1f}',
+        '\u{1b}',
+        '\t',
+        '\u{7f}',
+        '\u{85}',
+        '\u{9b}',
+        '\u{ad}',
+        '\u{200b}',
+        '\u{202e}',
+        '\u{2028}',
+        '\u{2029}',
+        '\u{2066}',
+        '\u{e0041}',
+    ] {
+        let code = format!("U+{:04X}", u32::from(c));
+        refused(
+            &GOOD.replace("NVIDIA T4 16 GB", &format!("NVIDIA{c}T4")),
+            &format!("line 2: model name contains {code}, a control or format character"),
+        );
+        refused(
+            &GOOD.replace("\nt4,", &format!("\nt{c}4,")),
+            &format!("line 2: gpu contains {code}, a control or format character"),
+        );
+    }
+    for space in ["\u{a0}", "\u{3000}", "\u{2003}", " "] {
+        refused(
+            &GOOD.replace("\nt4,", &format!("\nt{space}4,")),
+            "line 2: gpu must be a non-empty identifier without spaces",
+        );
+        refused(
+            &GOOD.replace("NVIDIA T4 16 GB", &space.repeat(3)),
+            "line 2: model name is empty",
+        );
+    }
+    // Visible text, inner and outer spaces of any kind: accepted, kept verbatim.
+    for model in ["NVIDIA\u{a0}T4", "NVIDIA\u{3000}T4", " Réservé ", "Ω"] {
+        let catalog = Catalog::parse(GOOD.replace("NVIDIA T4 16 GB", model).as_bytes()).unwrap();
+        assert_eq!(catalog.find("t4", 3).unwrap().model, model);
+    }
+}
+
+#[test]
+fn integers_of_any_length_are_too_large_and_leading_zeros_harmless() {
+    let nines = "9".repeat(4400);
+    refused(
+        &edit(2, Some(&format!("t4,NVIDIA T4 16 GB,1,3,{nines}"))),
+        "line 2: price_cents must be a whole number of cents from 1 to 9223372036854775807",
+    );
+    refused(
+        &edit(2, Some(&format!("t4,NVIDIA T4 16 GB,{nines},3,2520"))),
+        "line 2: gpus_per_lot must be a whole number from 1 to 4294967295",
+    );
+    refused(
+        &edit(2, Some(&format!("t4,NVIDIA T4 16 GB,1,{nines},2520"))),
+        "line 2: days must be one of 3, 7, 30",
+    );
+    let zeros = "0".repeat(5000);
+    let text = edit(
+        2,
+        Some(&format!("t4,NVIDIA T4 16 GB,{zeros}1,{zeros}3,{zeros}2520")),
+    );
+    let catalog = Catalog::parse(text.as_bytes()).unwrap();
+    assert_eq!(catalog.find("t4", 3).unwrap().price_cents, 2520);
+    assert!(catalog.is_shipped());
+}

@@ -286,7 +286,11 @@ fn estimate_agrees_over_the_grid() {
 /// Runs one bad input on both sides, as real processes: same exit code, nothing on stdout,
 /// one stderr line on each side, and `lab`'s starts with `lab: error: ` (clap's own usage
 /// errors included: `lab` folds them into one line).
-fn assert_same_refusal(lab_args: &[String], script_name: &str, python_args: &[String]) {
+fn assert_same_refusal(
+    lab_args: &[String],
+    script_name: &str,
+    python_args: &[String],
+) -> (Outcome, Outcome) {
     let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
         .args(lab_args)
         .output()
@@ -317,6 +321,7 @@ fn assert_same_refusal(lab_args: &[String], script_name: &str, python_args: &[St
             outcome.stderr
         );
     }
+    (lab, python)
 }
 
 #[test]
@@ -784,4 +789,602 @@ fn boundary_values_agree() {
         grid.push((lab, args));
     }
     compare_grid("price boundary", "calcul_forfaits.py", &grid);
+}
+
+// ---------------------------------------------------------------------------------------
+// Input classes where the twins once disagreed (docs/PROTOCOL.md §5 and §4): integers too long
+// for Python's int conversion, byte-order marks and other encodings, control and format
+// characters, device spellings. Each class has several inputs; both sides must give the same
+// exit code and, where `lab`'s wording is the reference, the same message.
+
+/// The message of a one-line refusal: the text after `: error: ` (`lab: error: ` or
+/// `SCRIPT: error: `), without the line end.
+fn message(outcome: &Outcome) -> &str {
+    let line = outcome.stderr.trim_end_matches('\n');
+    line.split_once(": error: ").map_or(line, |(_, m)| m)
+}
+
+/// [`assert_same_refusal`], then the same message word for word on both sides.
+fn assert_same_message(lab_args: &[String], script_name: &str, python_args: &[String]) -> Outcome {
+    let (lab, python) = assert_same_refusal(lab_args, script_name, python_args);
+    assert_eq!(
+        message(&lab),
+        message(&python),
+        "{lab_args:?}: the messages differ"
+    );
+    lab
+}
+
+/// `price` arguments for `lab` and the same for `calcul_forfaits.py`.
+fn price_args(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut lab = strings(&["price"]);
+    lab.extend(args.iter().cloned());
+    (lab, args.to_vec())
+}
+
+#[test]
+fn integers_of_any_length_are_refused_alike() {
+    // Python refuses to convert more than 4300 digits (a traceback); lab says "too large".
+    let nines = "9".repeat(4400);
+    let one_then_zeros = format!("1{}", "0".repeat(5000));
+    let huge = [
+        nines.as_str(),
+        one_then_zeros.as_str(),
+        "18446744073709551616",
+    ];
+    let mut cases: Vec<Vec<String>> = Vec::new();
+    for value in huge {
+        cases.push(strings(&["--gpu", "t4", "--days", "3", "--lots", value]));
+        cases.push(strings(&["--gpu", "t4", "--days", value, "--lots", "1"]));
+        cases.push(strings(&[
+            "--gpu",
+            "t4",
+            "--days",
+            "3",
+            "--lots",
+            "1",
+            "--accepted-results",
+            value,
+        ]));
+    }
+    for args in &cases {
+        let (lab, python) = price_args(args);
+        assert_same_message(&lab, "calcul_forfaits.py", &python);
+    }
+    // Leading zeros are harmless on both sides, however many.
+    let zeros_then_one = format!("{}1", "0".repeat(5000));
+    let zeros_then_seven = format!("{}7", "0".repeat(5000));
+    let mut grid = Vec::new();
+    for (days, lots, accepted) in [
+        ("3", zeros_then_one.as_str(), "3"),
+        (zeros_then_seven.as_str(), "2", zeros_then_one.as_str()),
+    ] {
+        let args = strings(&[
+            "--gpu",
+            "t4",
+            "--days",
+            days,
+            "--lots",
+            lots,
+            "--accepted-results",
+            accepted,
+            "--tariffs",
+            &catalog(),
+            "--json",
+        ]);
+        grid.push(price_args(&args));
+    }
+    compare_grid("long leading zeros", "calcul_forfaits.py", &grid);
+    // The same in estimate's integer flags.
+    for value in huge {
+        for args in [
+            strings(&["estimate", "--parameters", value, "--bits", "16"]),
+            strings(&["estimate", "--parameters", "7", "--bits", value]),
+            strings(&[
+                "estimate",
+                "--parameters",
+                "7",
+                "--bits",
+                "16",
+                "--reserve-gib",
+                value,
+            ]),
+        ] {
+            assert_same_message(&args, "mesure_memoire.py", &args);
+        }
+    }
+    // And in measure's (refused before any GPU is looked for; lab's wording of these differs).
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("m.json").to_string_lossy().into_owned();
+    for value in huge {
+        for flag in [
+            "--batch",
+            "--context",
+            "--width",
+            "--warmup",
+            "--repeats",
+            "--seed",
+        ] {
+            let mut args = strings(&[
+                "measure",
+                "--device",
+                "cuda:0",
+                "--batch",
+                "1",
+                "--context",
+                "1",
+                "--width",
+                "1",
+                "--output",
+                &output,
+            ]);
+            match args.iter().position(|a| a == flag) {
+                Some(at) => args[at + 1] = value.to_string(),
+                None => args.extend(strings(&[flag, value])),
+            }
+            let (_, python) = assert_same_refusal(&args, "mesure_memoire.py", &args);
+            assert!(
+                message(&python).starts_with(&format!("{flag} must be a whole number")),
+                "{flag}: {}",
+                python.stderr
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// The shipped catalog with `edit` applied, written to `dir/name`; returns the path.
+fn catalog_variant(dir: &Path, name: &str, bytes: Vec<u8>) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// `price --gpu t4 --days 3 --lots 1 --tariffs FILE` for both sides.
+fn priced_with(file: &str) -> (Vec<String>, Vec<String>) {
+    price_args(&strings(&[
+        "--gpu",
+        "t4",
+        "--days",
+        "3",
+        "--lots",
+        "1",
+        "--tariffs",
+        file,
+    ]))
+}
+
+#[test]
+fn long_integers_in_a_catalog_are_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    let nines = "9".repeat(4400);
+    let variants = [
+        (
+            "price.csv",
+            text.replacen(",2520\n", &format!(",{nines}\n"), 1),
+        ),
+        (
+            "lot.csv",
+            text.replacen(",1,3,2520\n", &format!(",{nines},3,2520\n"), 1),
+        ),
+        (
+            "days.csv",
+            text.replacen(",1,3,2520\n", &format!(",1,3{nines},2520\n"), 1),
+        ),
+    ];
+    for (name, content) in variants {
+        let file = catalog_variant(dir.path(), name, content.into_bytes());
+        let (lab, python) = priced_with(&file);
+        assert_same_message(&lab, "calcul_forfaits.py", &python);
+    }
+    // Leading zeros in a catalog are the same value on both sides.
+    let zeros = "0".repeat(5000);
+    let file = catalog_variant(
+        dir.path(),
+        "zeros.csv",
+        text.replacen(
+            ",1,3,2520\n",
+            &format!(",{zeros}1,{zeros}3,{zeros}2520\n"),
+            1,
+        )
+        .into_bytes(),
+    );
+    let (mut lab, mut python) = priced_with(&file);
+    lab.push("--json".into());
+    python.push("--json".into());
+    compare_grid("zeros in a catalog", "calcul_forfaits.py", &[(lab, python)]);
+}
+
+#[test]
+fn encodings_and_byte_order_marks_are_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    let bom = "\u{feff}";
+    let utf16 = |big_endian: bool, mark: bool| -> Vec<u8> {
+        let mut units: Vec<u16> = Vec::new();
+        if mark {
+            units.push(0xFEFF);
+        }
+        units.extend(text.encode_utf16());
+        units
+            .iter()
+            .flat_map(|u| {
+                if big_endian {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect()
+    };
+    // Latin-1 / Windows-1252: a model name with é (E9) on line 5, a euro sign (80) on line 9.
+    let latin1 = |line: usize, byte: u8| -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, l) in text.lines().enumerate() {
+            out.extend_from_slice(l.as_bytes());
+            if i + 1 == line {
+                out.push(byte);
+            }
+            out.push(b'\n');
+        }
+        out
+    };
+    let mut semicolon_row: Vec<String> = text.lines().map(str::to_string).collect();
+    semicolon_row[6] = semicolon_row[6].replace(',', ";");
+    let variants: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "two-boms.csv",
+            format!("{bom}{bom}{text}").into_bytes(),
+            "line 1: the file starts with a second byte-order mark (U+FEFF)",
+        ),
+        (
+            "three-boms.csv",
+            format!("{bom}{bom}{bom}{text}").into_bytes(),
+            "second byte-order mark (U+FEFF)",
+        ),
+        (
+            "bom-on-a-row.csv",
+            text.replacen("\nt4,", &format!("\n{bom}t4,"), 1)
+                .into_bytes(),
+            "line 2: gpu contains U+FEFF, a control or format character",
+        ),
+        (
+            "utf16le.csv",
+            utf16(false, true),
+            "line 1: the catalog looks like UTF-16 text (it starts with bytes FF FE)",
+        ),
+        (
+            "utf16be.csv",
+            utf16(true, true),
+            "line 1: the catalog looks like UTF-16 text (it starts with bytes FE FF)",
+        ),
+        (
+            "utf16le-no-bom.csv",
+            utf16(false, false),
+            "line 1: the catalog looks like UTF-16 text (it starts with bytes 67 00)",
+        ),
+        (
+            "utf16be-no-bom.csv",
+            utf16(true, false),
+            "(it starts with bytes 00 67)",
+        ),
+        (
+            "latin1.csv",
+            latin1(5, 0xE9),
+            "line 5: the catalog is not UTF-8 text (byte E9); it looks like Latin-1",
+        ),
+        (
+            "cp1252.csv",
+            latin1(9, 0x80),
+            "line 9: the catalog is not UTF-8 text (byte 80)",
+        ),
+        (
+            "bom-then-latin1.csv",
+            [b"\xEF\xBB\xBF".to_vec(), latin1(2, 0xE9)].concat(),
+            "line 2: the catalog is not UTF-8 text (byte E9)",
+        ),
+        (
+            "semicolon-row.csv",
+            format!("{}\n", semicolon_row.join("\n")).into_bytes(),
+            "line 7: expected 5 fields like the header, found 1 (fields must be separated by commas, not semicolons",
+        ),
+        (
+            "semicolon-header.csv",
+            text.replace(',', ";").into_bytes(),
+            "line 1: the header must start with",
+        ),
+    ];
+    for (name, bytes, expected) in variants {
+        let file = catalog_variant(dir.path(), name, bytes);
+        let (lab, python) = priced_with(&file);
+        let outcome = assert_same_message(&lab, "calcul_forfaits.py", &python);
+        assert_eq!(outcome.code, 2, "{name}");
+        assert!(
+            message(&outcome).contains(expected),
+            "{name}: {}",
+            outcome.stderr
+        );
+        if name.starts_with("utf16") || name.contains("latin1") || name.starts_with("cp") {
+            assert!(
+                message(&outcome).ends_with("save it as UTF-8 CSV (spreadsheet: Save As, \"CSV UTF-8\"; text editor: encoding UTF-8)"),
+                "{name}: {}",
+                outcome.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn control_and_format_characters_in_a_catalog_are_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(catalog()).unwrap();
+    // Model names (all three rows of t4, so that only this rule can refuse them).
+    let model = |with: &str| text.replace("NVIDIA T4 16 GB", &format!("NVIDIA{with}T4"));
+    let gpu = |id: &str| text.replace("\nt4,", &format!("\n{id},"));
+    let mut refused: Vec<(String, String, String)> = Vec::new();
+    for (code, c) in [
+        ("001C", "\u{1c}"),
+        ("001D", "\u{1d}"),
+        ("001E", "\u{1e}"),
+        ("001F", "\u{1f}"),
+        ("001B", "\u{1b}[2J"),
+        ("0009", "\t"),
+        ("007F", "\u{7f}"),
+        ("0085", "\u{85}"),
+        ("009B", "\u{9b}"),
+        ("00AD", "\u{ad}"),
+        ("200B", "\u{200b}"),
+        ("202E", "\u{202e}"),
+        ("2028", "\u{2028}"),
+        ("2029", "\u{2029}"),
+        ("2066", "\u{2066}"),
+        ("FEFF", "\u{feff}"),
+        ("E0041", "\u{e0041}"),
+    ] {
+        refused.push((
+            format!("model-{code}.csv"),
+            model(c),
+            format!("line 2: model name contains U+{code}, a control or format character"),
+        ));
+        refused.push((
+            format!("gpu-{code}.csv"),
+            gpu(&format!("t{c}4")),
+            format!("line 2: gpu contains U+{code}, a control or format character"),
+        ));
+    }
+    for (name, id) in [
+        ("nbsp", "t\u{a0}4"),
+        ("ideographic", "t4\u{3000}"),
+        ("space", " t4"),
+    ] {
+        refused.push((
+            format!("gpu-{name}.csv"),
+            gpu(id),
+            "line 2: gpu must be a non-empty identifier without spaces".to_string(),
+        ));
+    }
+    for (name, spaces) in [("nbsp", "\u{a0}"), ("spaces", "  \u{3000}\u{2003}")] {
+        refused.push((
+            format!("model-only-{name}.csv"),
+            text.replace("NVIDIA T4 16 GB", spaces),
+            "line 2: model name is empty".to_string(),
+        ));
+    }
+    for (name, content, expected) in &refused {
+        let file = catalog_variant(dir.path(), name, content.clone().into_bytes());
+        let (lab, python) = priced_with(&file);
+        let outcome = assert_same_message(&lab, "calcul_forfaits.py", &python);
+        assert!(
+            message(&outcome).contains(expected.as_str()),
+            "{name}: {}",
+            outcome.stderr
+        );
+        // The refusal shows the character escaped, never raw.
+        assert!(
+            !outcome.stderr.trim_end().chars().any(lab::text::is_hidden),
+            "{name}: {:?}",
+            outcome.stderr
+        );
+    }
+    // Visible non-ASCII text and inner spaces of every kind are accepted alike.
+    let mut grid = Vec::new();
+    for (name, content) in [
+        ("model-nbsp.csv", model("\u{a0}")),
+        ("model-ideographic.csv", model("\u{3000}")),
+        ("model-accents.csv", model(" Réservé ")),
+        (
+            "model-padded.csv",
+            text.replace("NVIDIA T4 16 GB", " NVIDIA T4 "),
+        ),
+        ("gpu-accents.csv", gpu("té4")),
+    ] {
+        let file = catalog_variant(dir.path(), name, content.into_bytes());
+        let (mut lab, mut python) = priced_with(&file);
+        if name.starts_with("gpu") {
+            lab[2] = "té4".into();
+            python[1] = "té4".into();
+        }
+        lab.push("--json".into());
+        python.push("--json".into());
+        grid.push((lab, python));
+    }
+    compare_grid("visible catalog text", "calcul_forfaits.py", &grid);
+}
+
+#[test]
+fn device_spellings_are_judged_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("m.json").to_string_lossy().into_owned();
+    let long = format!("cuda:{}", "9".repeat(4400));
+    let zeros = format!("cuda:{}7", "0".repeat(4400));
+    let refused = [
+        "cuda:01",
+        "cuda:00",
+        "cuda:007",
+        zeros.as_str(),
+        "cuda:0 ",
+        " cuda:0",
+        "cuda: 0",
+        "cuda:0\n",
+        "cuda:+1",
+        "cuda:-1",
+        "CUDA:0",
+        "Cuda:0",
+        "cuda:\u{663}",
+        "cuda:0\u{200b}",
+        "cuda:x",
+        "cuda:",
+        "cuda",
+        "mps:0",
+        "gpu0",
+        "",
+        "cuda:2147483648",
+        "cuda:99999999999",
+        long.as_str(),
+    ];
+    for device in refused {
+        let args = strings(&[
+            "measure",
+            "--device",
+            device,
+            "--batch",
+            "1",
+            "--context",
+            "1",
+            "--width",
+            "1",
+            "--output",
+            &output,
+        ]);
+        assert_same_message(&args, "mesure_memoire.py", &args);
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // The environment diagnostic echoes the device as typed on both sides, valid or not.
+    for device in refused
+        .iter()
+        .copied()
+        .chain(["cuda:0", "cuda:10", "cuda:2147483647"])
+    {
+        let args = strings(&["environment", "--device", device, "--json"]);
+        let lab = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let python = run_python_process("mesure_memoire.py", &args);
+        assert_eq!(lab.status.code(), Some(0), "{device:?}");
+        assert_eq!(python.code, 0, "{device:?}: {}", python.stderr);
+        let lab: Value = serde_json::from_slice(&lab.stdout).unwrap();
+        let python: Value = serde_json::from_str(&python.stdout).unwrap();
+        assert_eq!(lab["device"], Value::from(device), "{device:?}");
+        assert_eq!(python["device"], Value::from(device), "{device:?}");
+        assert_eq!(lab["device_available"], Value::Bool(false));
+        assert_eq!(python["device_available"], Value::Bool(false));
+    }
+}
+
+/// Every Unicode scalar value, in order, as one string.
+fn every_character() -> String {
+    (0..=0x10FFFFu32).filter_map(char::from_u32).collect()
+}
+
+#[test]
+fn the_escaping_function_is_the_same_over_every_character() {
+    // Both scripts' `one_line` and calcul_forfaits.py's `json_visible` against lab's, on all
+    // 1,112,064 scalar values at once (as JSON, so that the transport cannot hide a difference).
+    const COMPARE: &str = r#"
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("twin_under_test", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+text = json.loads(sys.stdin.read())
+answer = {"one_line": module.one_line(text)}
+if hasattr(module, "json_visible"):
+    answer["json_visible"] = module.json_visible(json.dumps(text, ensure_ascii=False))
+sys.stdout.write(json.dumps(answer))
+"#;
+    let all = every_character();
+    let expected_line = lab::text::one_line(&all);
+    let expected_json = lab::text::json_visible(&serde_json::to_string(&all).unwrap());
+    for script_name in ["calcul_forfaits.py", "mesure_memoire.py"] {
+        let mut child = Command::new(python())
+            .args(["-c", COMPARE, &script(script_name)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = serde_json::to_string(&all).unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let output = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(
+            output.status.success(),
+            "{script_name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let got = answer["one_line"].as_str().unwrap();
+        if got != expected_line {
+            let first = got
+                .chars()
+                .zip(expected_line.chars())
+                .position(|(a, b)| a != b);
+            panic!("{script_name}: one_line differs from lab's near character {first:?}");
+        }
+        if let Some(json) = answer.get("json_visible") {
+            // Python writes `/` and some escapes differently from serde_json; compare the
+            // characters that reach the terminal: none hidden, same value.
+            let json = json.as_str().unwrap();
+            assert!(!json
+                .chars()
+                .any(|c| lab::text::is_hidden(c) && c > '\u{1f}'));
+            let value: Value = serde_json::from_str(json).unwrap();
+            assert_eq!(value, Value::from(all.clone()), "{script_name}");
+            assert!(!expected_json.chars().any(lab::text::is_hidden));
+        }
+    }
+    // 32 + 1 + 32 + 2 + 170 hidden characters, each escaped.
+    assert_eq!(
+        expected_line.matches("\\u{").count() + 3,
+        32 + 1 + 32 + 2 + 170
+    );
+}
+
+#[test]
+fn text_output_never_shows_a_hidden_character() {
+    // The one piece of printed text a user controls once the catalog is validated: the path.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tarifs \u{1b}[2J\u{202e}\u{200b}x.csv");
+    std::fs::copy(catalog(), &file).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let (lab_args, python_args) = priced_with(&file);
+    let lab: Outcome = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(&lab_args)
+        .output()
+        .unwrap()
+        .into();
+    let python = run_python_process("calcul_forfaits.py", &python_args);
+    assert_eq!(lab.code, 0, "{}", lab.stderr);
+    assert_eq!(lab.stdout, python.stdout);
+    assert!(lab
+        .stdout
+        .contains(r"tarifs \u{1b}[2J\u{202e}\u{200b}x.csv"));
+    for args in [
+        strings(&["tariffs", "--tariffs", &file]),
+        strings(&["compare", "--gpus", "4", "--days", "7", "--tariffs", &file]),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.chars().any(|c| c != '\n' && lab::text::is_hidden(c)),
+            "{args:?}: {text:?}"
+        );
+        assert!(text.contains(r"\u{1b}[2J\u{202e}\u{200b}"), "{args:?}");
+    }
 }

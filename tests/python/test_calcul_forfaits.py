@@ -494,7 +494,7 @@ class ControlCharacters(unittest.TestCase):
         self.assertEqual(cf.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
         self.assertEqual(cf.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
         # Printable text, backslashes, quotes and non-ASCII letters are kept as they are.
-        kept = "b200 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        kept = "b200 'x' \"y\" \\u{1b} \u00e9\u00a0\u2030 \U0001f600"
         self.assertEqual(cf.one_line(kept), kept)
         # Escaping twice changes nothing more.
         once = cf.one_line("x\x1b\ny")
@@ -503,6 +503,182 @@ class ControlCharacters(unittest.TestCase):
         self.assertEqual(cf.one_line("a\udcffb"), "a\ufffdb")
         self.assertEqual(str(cf.PriceError("got 'x\x1b\ny'")), "got 'x\\u{1b}\\ny'")
 
+
+
+class InputClasses(unittest.TestCase):
+    """Input classes where the twins once disagreed with lab (lab/tests/differential.rs checks
+    the same inputs against lab): integers of any length, byte-order marks and encodings,
+    control and format characters, the default catalog's name."""
+
+    def write(self, data):
+        """Writes catalog bytes to a temporary file and returns its path."""
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        path = os.path.join(folder, "tariffs.csv")
+        with open(path, "wb") as stream:
+            stream.write(data)
+        return path
+
+    def refused(self, args, fragment):
+        """``args`` exits 2 with one stderr line containing ``fragment`` and no traceback."""
+        done = run(*args)
+        self.assertEqual(done.returncode, 2, done.stderr[-500:])
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr[-500:])
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertIn(fragment, done.stderr)
+        self.assertEqual(done.stdout, "")
+        return done.stderr
+
+    def test_integers_past_the_conversion_limit_are_too_large(self):
+        for value in ("9" * 4400, "1" + "0" * 5000, "9" * 100_000):
+            with self.subTest(digits=len(value)):
+                base = {"--gpu": "t4", "--days": "3", "--lots": "1"}
+                for flag, fragment in (
+                    ("--lots", "--lots must be a whole number from 1 to 18446744073709551615"),
+                    ("--days", "--days must be one of 3, 7, 30"),
+                    ("--accepted-results", "--accepted-results must be a whole number from 1 to"),
+                ):
+                    args = dict(base, **{flag: value})
+                    self.refused([item for pair in args.items() for item in pair], fragment)
+        self.assertIsNone(cf.whole_number("9" * 5000, cf.U64_MAX))
+        self.assertEqual(cf.whole_number("0" * 5000 + "7", 30), 7)
+        self.assertEqual(cf.whole_number("0" * 5000, 30), 0)
+        self.assertEqual(cf.whole_number("18446744073709551615", cf.U64_MAX), cf.U64_MAX)
+        self.assertIsNone(cf.whole_number("18446744073709551616", cf.U64_MAX))
+
+    def test_leading_zeros_of_any_length_are_the_number(self):
+        zeros = "0" * 5000
+        done = run("--gpu", "t4", "--days", zeros + "3", "--lots", zeros + "2", "--accepted-results", zeros + "4", "--json")
+        self.assertEqual(done.returncode, 0, done.stderr[-300:])
+        result = json.loads(done.stdout)
+        self.assertEqual((result["days"], result["lots"], result["accepted_results"]), (3, 2, 4))
+        self.assertEqual(result["total_cents"], 5040)
+
+    def test_long_integers_in_a_catalog_are_refused_with_their_line(self):
+        text = catalog_bytes()
+        nines = b"9" * 4400
+        for data, fragment in (
+            (text.replace(b",2520\n", b"," + nines + b"\n", 1), "line 2: price_cents must be a whole number"),
+            (text.replace(b",1,3,2520\n", b"," + nines + b",3,2520\n", 1), "line 2: gpus_per_lot must be a whole number"),
+            (text.replace(b",1,3,2520\n", b",1,3" + nines + b",2520\n", 1), "line 2: days must be one of 3, 7, 30"),
+        ):
+            self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(data)], fragment)
+
+    def test_one_byte_order_mark_is_allowed_a_second_is_content(self):
+        bom = b"\xef\xbb\xbf"
+        done = run("--gpu", "t4", "--days", "3", "--lots", "1", "--json", "--tariffs", self.write(bom + catalog_bytes()))
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for marks in (2, 3):
+            line = self.refused(
+                ["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(bom * marks + catalog_bytes())],
+                "line 1: the file starts with a second byte-order mark (U+FEFF); keep at most one",
+            )
+            self.assertNotIn("\ufeff", line)
+        # A mark at the start of a row is a hidden character in the id, shown escaped.
+        data = catalog_bytes().replace(b"\nt4,", b"\n" + bom + b"t4,", 1)
+        line = self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(data)], "line 2: gpu contains U+FEFF")
+        self.assertIn("found '\\u{feff}t4'", line)
+
+    def test_other_encodings_are_named_with_a_hint(self):
+        text = catalog_bytes().decode("utf-8")
+        hint = 'save it as UTF-8 CSV (spreadsheet: Save As, "CSV UTF-8"; text editor: encoding UTF-8)'
+        latin = text.replace("NVIDIA A10", "NVIDIA A10 r\u00e9serv\u00e9").encode("latin-1")
+        cases = (
+            (text.encode("utf-16"), "line 1: the catalog looks like UTF-16 text (it starts with bytes FF FE)"),
+            (b"\xfe\xff" + text.encode("utf-16-be"), "line 1: the catalog looks like UTF-16 text (it starts with bytes FE FF)"),
+            (text.encode("utf-16-le"), "(it starts with bytes 67 00)"),
+            (text.encode("utf-16-be"), "(it starts with bytes 00 67)"),
+            (latin, "the catalog is not UTF-8 text (byte E9); it looks like Latin-1 or Windows-1252"),
+            (text.replace("NVIDIA L4", "NVIDIA L4 \u20ac").encode("cp1252"), "(byte 80)"),
+        )
+        for data, fragment in cases:
+            with self.subTest(fragment=fragment):
+                line = self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(data)], fragment)
+                self.assertTrue(line.rstrip("\n").endswith(hint), line)
+        # The line of the first byte that is not UTF-8.
+        first_a10 = 1 + next(i for i, row in enumerate(text.splitlines()) if "NVIDIA A10" in row)
+        self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(latin)], f"line {first_a10}: ")
+
+    def test_a_row_separated_by_semicolons_gets_the_hint(self):
+        lines = catalog_bytes().decode("utf-8").splitlines()
+        for index in (1, 6, 45):
+            changed = list(lines)
+            changed[index] = changed[index].replace(",", ";")
+            data = ("\n".join(changed) + "\n").encode("utf-8")
+            with self.subTest(line=index + 1):
+                self.refused(
+                    ["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(data)],
+                    f"line {index + 1}: expected 5 fields like the header, found 1 (fields must be separated by commas, not semicolons",
+                )
+
+    def test_hidden_characters_in_ids_and_model_names_are_refused(self):
+        text = catalog_bytes().decode("utf-8")
+        for char in ("\x1c", "\x1d", "\x1e", "\x1f", "\x1b", "\t", "\x7f", "\x85", "\x9b", "\xad", "\u200b", "\u202e", "\u2028", "\u2029", "\ufeff", "\U000e0041"):
+            code = f"U+{ord(char):04X}"
+            with self.subTest(char=code):
+                model = text.replace("NVIDIA T4 16 GB", f"NVIDIA{char}T4").encode("utf-8")
+                line = self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(model)], f"line 2: model name contains {code}, a control or format character")
+                self.assertFalse(any(cf._HIDDEN.match(c) for c in line.rstrip("\n")), repr(line))
+                gpu = text.replace("\nt4,", f"\nt{char}4,").encode("utf-8")
+                self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(gpu)], f"line 2: gpu contains {code}")
+        for space in ("\xa0", "\u3000", "\u2003", " "):
+            gpu = text.replace("\nt4,", f"\nt{space}4,").encode("utf-8")
+            self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(gpu)], "line 2: gpu must be a non-empty identifier without spaces")
+            model = text.replace("NVIDIA T4 16 GB", space * 3).encode("utf-8")
+            self.refused(["--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", self.write(model)], "line 2: model name is empty")
+        # Inner spaces of any kind and accents are visible text: accepted.
+        for model in ("NVIDIA\u00a0T4", "NVIDIA\u3000T4", " R\u00e9serv\u00e9 "):
+            data = text.replace("NVIDIA T4 16 GB", model).encode("utf-8")
+            done = run("--gpu", "t4", "--days", "3", "--lots", "1", "--json", "--tariffs", self.write(data))
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(json.loads(done.stdout)["model"], model)
+
+    def test_the_character_rule_is_explicit(self):
+        import unicodedata
+
+        hidden = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and cf._HIDDEN.match(chr(c))]
+        self.assertEqual(len(hidden), 32 + 1 + 32 + 2 + 170)
+        # Every hidden character is a control, a separator of lines/paragraphs or a format
+        # character in this Python's Unicode database (15.1's list may be newer than it).
+        for code in hidden:
+            category = unicodedata.category(chr(code))
+            self.assertIn(category, ("Cc", "Cf", "Zl", "Zp", "Cn"), hex(code))
+        for char in cf.SPACES:
+            self.assertEqual(unicodedata.category(char), "Zs", repr(char))
+        # Not Python's whitespace (which counts U+001C..U+001F): those are hidden, not spaces.
+        self.assertFalse(any(c in cf.SPACES for c in "\x1c\x1d\x1e\x1f\t\n\x85"))
+
+    def test_text_and_json_output_show_no_hidden_character(self):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        path = os.path.join(folder, "tarifs \x1b[2J\u202e\u200b.csv")
+        shutil.copy(CATALOG, path)
+        done = run("--gpu", "t4", "--days", "3", "--lots", "1", "--tariffs", path)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("tarifs \\u{1b}[2J\\u{202e}\\u{200b}.csv", done.stdout)
+        self.assertFalse(any(cf._HIDDEN.match(c) for c in done.stdout.replace("\n", "")), repr(done.stdout))
+        self.assertEqual(cf.json_visible('{"m": "a\u202e\x9b\U000e0041"}'), '{"m": "a\\u202e\\u009b\\udb40\\udc41"}')
+        self.assertEqual(json.loads(cf.json_visible(json.dumps({"m": "\u2028\xad"}, indent=2, ensure_ascii=False))), {"m": "\u2028\xad"})
+
+    def test_the_default_catalog_is_named_without_the_home_folder(self):
+        done = run("--gpu", "t4", "--days", "3", "--lots", "1", cwd="/")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("catalog from ../data/tarifs-forfaits.csv relative to the folder of calcul_forfaits.py,", done.stdout)
+        self.assertNotIn(ROOT, done.stdout)
+        with tempfile.TemporaryDirectory() as kit:
+            shutil.copy(SCRIPT, kit)
+            shutil.copy(CATALOG, kit)
+            done = run("--gpu", "t4", "--days", "3", "--lots", "1", script=os.path.join(kit, "calcul_forfaits.py"), cwd="/")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("catalog from tarifs-forfaits.csv beside calcul_forfaits.py,", done.stdout)
+            self.assertNotIn(kit, done.stdout)
+            # A default catalog that is refused is named the same way.
+            with open(os.path.join(kit, "tarifs-forfaits.csv"), "ab") as stream:
+                stream.write(b"x\n")
+            done = run("--gpu", "t4", "--days", "3", "--lots", "1", script=os.path.join(kit, "calcul_forfaits.py"), cwd="/")
+            self.assertEqual(done.returncode, 2)
+            self.assertTrue(done.stderr.startswith("calcul_forfaits.py: error: catalog tarifs-forfaits.csv beside calcul_forfaits.py: line 47"), done.stderr)
+            self.assertNotIn(kit, done.stderr)
 
 
 if __name__ == "__main__":

@@ -922,7 +922,7 @@ class ControlCharacters(unittest.TestCase):
     def test_one_line_is_rust_escape_default_on_control_characters(self):
         self.assertEqual(mm.one_line("a\tb\nc\rd"), "a\\tb\\nc\\rd")
         self.assertEqual(mm.one_line("\x00\x01\x1b\x1f\x7f\x80\x9f"), "\\u{0}\\u{1}\\u{1b}\\u{1f}\\u{7f}\\u{80}\\u{9f}")
-        kept = "cuda:0 'x' \"y\" \\u{1b} \u00e9\u00a0\u2028 \U0001f600"
+        kept = "cuda:0 'x' \"y\" \\u{1b} \u00e9\u00a0\u2030 \U0001f600"
         self.assertEqual(mm.one_line(kept), kept)
         once = mm.one_line("x\x1b\ny")
         self.assertEqual(mm.one_line(once), once)
@@ -941,7 +941,19 @@ class EnvironmentDiagnostic(unittest.TestCase):
         "cuda:x": "unrecognised device 'cuda:x'",
         "cuda:-1": "unrecognised device 'cuda:-1'",
         "": "unrecognised device ''",
-        "cuda:99999999999": "the device index must be a whole number from 0 to 2147483647",
+        "cuda:99999999999": "device index '99999999999' is too large: write cuda:N with N at most 2147483647",
+        "cuda:2147483648": "device index '2147483648' is too large",
+        "cuda:" + "9" * 4400: "is too large: write cuda:N with N at most 2147483647",
+        # One spelling only, as PyTorch and lab: no leading zero, space, sign or capital.
+        "cuda:01": "device index '01' has a leading zero: write cuda:1",
+        "cuda:00": "device index '00' has a leading zero: write cuda:0",
+        "cuda:" + "0" * 4400 + "7": "has a leading zero: write cuda:7",
+        "cuda:0 ": "unrecognised device 'cuda:0 ': write cuda:N with N a GPU index",
+        " cuda:0": "unrecognised device ' cuda:0'",
+        "cuda: 0": "unrecognised device 'cuda: 0'",
+        "cuda:+1": "unrecognised device 'cuda:+1'",
+        "CUDA:0": "unrecognised device 'CUDA:0'",
+        "cuda:\u0663": "unrecognised device 'cuda:\u0663'",
     }
 
     def setUp(self):
@@ -1027,6 +1039,106 @@ class EnvironmentDiagnostic(unittest.TestCase):
         self.assertIn("pytorch:           0.0.0+fake\n", text)
         self.assertIn("GPUs visible:      1\n", text)
         self.assertIn("'cpu':            not available ('cpu' is not a GPU", text)
+
+
+class InputClasses(unittest.TestCase):
+    """Input classes where the twins once disagreed with lab (lab/tests/differential.rs checks
+    them against lab): integers of any length, the hidden-character rule, paths the tool
+    found itself."""
+
+    def refused(self, args, fragment):
+        """``args`` exits 2 with one stderr line containing ``fragment`` and no traceback."""
+        done = run(*args, isolated=True)
+        self.assertEqual(done.returncode, 2, done.stderr[-500:])
+        self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr[-500:])
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertIn(fragment, done.stderr)
+        self.assertEqual(done.stdout, "")
+
+    def test_integers_past_the_conversion_limit_are_too_large(self):
+        for value in ("9" * 4400, "1" + "0" * 5000, "9" * 100_000):
+            with self.subTest(digits=len(value)):
+                self.refused(["estimate", "--parameters", value, "--bits", "16"], "--parameters must be a whole number from 1 to")
+                self.refused(["estimate", "--parameters", "7", "--bits", value], "--bits must be a whole number from 1 to 4294967295")
+                self.refused(["estimate", "--parameters", "7", "--bits", "16", "--reserve-gib", value], "--reserve-gib accepts at most 15 digits")
+                with tempfile.TemporaryDirectory() as folder:
+                    output = os.path.join(folder, "m.json")
+                    for flag in ("--batch", "--context", "--width", "--warmup", "--repeats", "--seed"):
+                        args = {"--device": "cuda:0", "--batch": "1", "--context": "1", "--width": "1", "--output": output}
+                        args[flag] = value
+                        self.refused(["measure", *[item for pair in args.items() for item in pair]], f"{flag} must be a whole number")
+                    self.refused(["measure", "--device", "cuda:" + value, *SMALL, "--output", output], "is too large: write cuda:N with N at most 2147483647")
+                    self.assertEqual(os.listdir(folder), [])
+
+    def test_leading_zeros_of_any_length_are_the_number(self):
+        zeros = "0" * 5000
+        done = run("estimate", "--parameters", zeros + "7000000000", "--bits", zeros + "16", "--json")
+        self.assertEqual(done.returncode, 0, done.stderr[-300:])
+        result = json.loads(done.stdout)
+        self.assertEqual((result["parameters"], result["bits"], result["weights_bytes"]), (7000000000, 16, 14000000000))
+
+    def test_huge_python_ints_from_the_notebook_are_refused_not_crashed(self):
+        for value in (10**5000, -(10**5000), 2**64):
+            with self.subTest(bits=value.bit_length()):
+                with self.assertRaises(mm.KitError) as caught:
+                    mm.estimate_weights(value, 16)
+                self.assertEqual(caught.exception.exit_code, 2)
+                self.assertIn("--parameters must be a whole number from 1 to", str(caught.exception))
+                with self.assertRaises(mm.KitError):
+                    mm.estimate_weights(7, 16, value)
+        self.assertIn("a number of 16610 bits", str(self._error(lambda: mm.parse_int("--batch", 10**5000, 1))))
+
+    @staticmethod
+    def _error(call):
+        """The KitError ``call`` raises."""
+        try:
+            call()
+        except mm.KitError as error:
+            return error
+        raise AssertionError("no KitError")
+
+    def test_hidden_characters_are_escaped_in_every_message(self):
+        for char in ("\x1c", "\x1b", "\x9b", "\xad", "\u200b", "\u202e", "\u2028", "\u2029", "\ufeff", "\U000e0041"):
+            with self.subTest(char=hex(ord(char))):
+                done = run("measure", "--device", f"cuda:{char}0", *SMALL, "--output", "m.json", isolated=True)
+                self.assertEqual(done.returncode, 2)
+                self.assertIn(f"\\u{{{ord(char):x}}}", done.stderr)
+                self.assertEqual(mm._HIDDEN.findall(done.stderr.rstrip("\n")), [])
+
+    def test_paths_the_tool_found_itself_do_not_show_the_home_folder(self):
+        home = os.path.expanduser("~")
+        self.assertEqual(mm.public_text(f"OSError: {home}/venv/lib/libtorch.so: no such file"), "OSError: ~/venv/lib/libtorch.so: no such file")
+        self.assertEqual(mm.public_text("no home here"), "no home here")
+        # A write that fails (here: a full disk at fsync) names the path the user typed,
+        # never the temporary file or its absolute folder, and leaves nothing behind.
+        from unittest import mock
+
+        with tempfile.TemporaryDirectory() as folder:
+            target = os.path.join("out", "m.json")
+            os.mkdir(os.path.join(folder, "out"))
+            full = OSError(28, "No space left on device")
+            with mock.patch.object(mm.os, "fsync", side_effect=full), _chdir(folder):
+                error = self._error(lambda: mm.write_new_json(target, {"a": 1}))
+            self.assertEqual(error.exit_code, 1)
+            self.assertEqual(str(error), "cannot write out/m.json: No space left on device; nothing was written")
+            self.assertEqual(os.listdir(os.path.join(folder, "out")), [])
+
+
+class _chdir:
+    """Runs a block in another working folder (contextlib.chdir is Python 3.11+)."""
+
+    def __init__(self, folder):
+        """Remembers the folder to enter."""
+        self.folder = folder
+
+    def __enter__(self):
+        """Enters the folder."""
+        self.previous = os.getcwd()
+        os.chdir(self.folder)
+
+    def __exit__(self, *exc):
+        """Returns to the previous folder."""
+        os.chdir(self.previous)
 
 
 def _capture_stderr(call):

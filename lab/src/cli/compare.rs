@@ -2,6 +2,7 @@
 
 use lab::compare::compare;
 use lab::pricing::cents_to_usd;
+use lab::text::one_line;
 
 /// Flags of `lab compare`.
 #[derive(Debug, clap::Args)]
@@ -49,8 +50,8 @@ pub fn run(args: Args) -> lab::Result<()> {
         let q = &p.quote;
         vec![
             p.rank.to_string(),
-            q.gpu.clone(),
-            q.model.clone(),
+            one_line(&q.gpu),
+            one_line(&q.model),
             q.lots.to_string(),
             if p.extra_gpus > 0 {
                 format!("{} (+{})", q.gpus, p.extra_gpus)
@@ -74,7 +75,7 @@ pub fn run(args: Args) -> lab::Result<()> {
     }
     out.push(format!(
         "catalog: {}, sha256 {}",
-        catalog.describe(),
+        one_line(&catalog.describe()),
         comparison.catalog.sha256
     ));
     lab::stdout::lines(&out)

@@ -2,6 +2,7 @@
 
 use lab::catalog::CatalogInfo;
 use lab::pricing::{quote, Quote};
+use lab::text::one_line;
 use serde::Serialize;
 
 /// Flags of `lab price`.
@@ -75,5 +76,6 @@ pub fn run(args: Args) -> lab::Result<()> {
         catalog.describe(),
         catalog.sha256()
     ));
-    lab::stdout::lines(&out)
+    // Catalog text and the typed path never reach the terminal raw.
+    lab::stdout::lines(&out.iter().map(|l| one_line(l)).collect::<Vec<_>>())
 }

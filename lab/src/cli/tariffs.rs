@@ -2,6 +2,7 @@
 
 use lab::catalog::CatalogInfo;
 use lab::pricing::{cents_to_usd, compare_per_gpu_day, usd_per_gpu_day};
+use lab::text::one_line;
 use serde::Serialize;
 
 /// Flags of `lab tariffs`.
@@ -51,11 +52,23 @@ pub fn run(args: Args) -> lab::Result<()> {
         .filter(|e| days.is_none_or(|d| e.days == d))
         .collect();
     entries.sort_by(|a, b| compare_per_gpu_day(a, b));
+    // The text table shows catalog text escaped; JSON carries it as it is.
+    let shown: Vec<(String, String)> = entries
+        .iter()
+        .map(|e| {
+            if args.json {
+                (e.gpu.clone(), e.model.clone())
+            } else {
+                (one_line(&e.gpu), one_line(&e.model))
+            }
+        })
+        .collect();
     let rows: Vec<Row> = entries
         .iter()
-        .map(|e| Row {
-            gpu: &e.gpu,
-            model: &e.model,
+        .zip(&shown)
+        .map(|(e, (gpu, model))| Row {
+            gpu,
+            model,
             days: e.days,
             gpus_per_lot: e.gpus_per_lot,
             lot_price_cents: e.price_cents,
@@ -108,7 +121,7 @@ pub fn run(args: Args) -> lab::Result<()> {
     out.push(format!(
         "{} packages, cheapest per GPU-day first; {}, sha256 {}",
         rows.len(),
-        catalog.describe(),
+        one_line(&catalog.describe()),
         catalog.sha256()
     ));
     lab::stdout::lines(&out)
