@@ -1,4 +1,4 @@
-//! The environment diagnostic of SPEC §3 (`lab environment`) and the `environment` object of
+//! The environment diagnostic of docs/PROTOCOL.md §3 (`lab environment`) and the `environment` object of
 //! the measurement document, without libtorch: what libtorch, CUDA and the GPU report comes
 //! from the `lab-torch-worker` child process ([`crate::worker`]); this module assembles and
 //! prints it. Collects no environment variable, host name or user name.

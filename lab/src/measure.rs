@@ -1,14 +1,11 @@
-//! The bounded GPU measurement of SPEC §4, without libtorch: flag validation, the analytic
+//! The bounded GPU measurement of docs/PROTOCOL.md §4, without libtorch: flag validation, the analytic
 //! numbers of the synthetic model, the measurement document (schema
 //! `iteragpu-lab/measurement/v1`, `lab/schema/measurement.schema.json`), its atomic writing
 //! (through [`crate::output`]), and the human summary. The GPU work itself runs in the `lab-torch-worker` child process
 //! (see [`crate::worker`]); this module never links libtorch, so CI tests it without a GPU.
 //!
-//! Memory counters are the PyTorch CUDA caching allocator's, for this process and the chosen
-//! GPU only (PyTorch docs, "CUDA semantics → Memory management", `torch.cuda.memory_stats`):
-//! *allocated* bytes are held by live tensors; *reserved* bytes are what the allocator holds
-//! from the driver (cudaMalloc), allocated included. Peaks are separate maxima since the last
-//! `reset_peak_memory_stats`: never subtract one from the other.
+//! What the memory counters of a phase row mean (whose memory, allocated vs reserved, peaks)
+//! is defined once, in docs/PROTOCOL.md §4.3.
 
 use crate::environment::MeasurementEnvironment;
 use crate::units::mib;
@@ -336,7 +333,7 @@ pub fn round_to_block(bytes: u64) -> u64 {
         .saturating_mul(ALLOCATOR_BLOCK_BYTES)
 }
 
-/// One row of `phases`: one protocol step (SPEC §4).
+/// One row of `phases`: one protocol step (docs/PROTOCOL.md §4.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRow {
     /// A phase name: one of [`crate::report::Phase`]'s, `model_load` ... `warm_forward`.

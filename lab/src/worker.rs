@@ -23,7 +23,7 @@ pub const WORKER_ENV: &str = "LAB_TORCH_WORKER";
 
 /// How to get a worker, appended to every "worker missing" message.
 pub const BUILD_HINT: &str = "build it with `cargo xtask worker` (cargo build --release \
-     --features torch against PyTorch 2.11.0's libtorch; see README, \"GPU measurement\") and \
+     --features torch against PyTorch 2.11.0's libtorch; see docs/GUIDE.md, \"The torch worker\") and \
      keep it next to `lab`, or pass --worker PATH / set LAB_TORCH_WORKER";
 
 /// How to make libtorch loadable, appended to every "libtorch missing" message.
@@ -39,7 +39,7 @@ pub enum WorkerRequest {
         /// N of `cuda:N`.
         device_index: u32,
     },
-    /// Run the SPEC §4 protocol for this configuration.
+    /// Run the docs/PROTOCOL.md §4 protocol for this configuration.
     Measure {
         /// What to measure (validated by `lab`).
         configuration: Configuration,

@@ -5,7 +5,7 @@
 //! (`lab::worker::WorkerReply`) from its stdout. Exit status 0 when a reply was printed
 //! (errors included), 3 when the request could not be read.
 //!
-//! The measurement follows SPEC §4 step by step, with the same tensor lifetimes as
+//! The measurement follows docs/PROTOCOL.md §4.2 step by step, with the same tensor lifetimes as
 //! `mesure_memoire.py measure`, so that the caching-allocator counters are byte-identical:
 //! weights built on the CPU in the requested dtype and moved one tensor at a time (weight 1,
 //! bias 1, weight 2, bias 2) like `nn.Module.to`; inside a forward the hidden activation is
@@ -252,7 +252,7 @@ struct Failure {
 
 type Step<T> = Result<T, String>;
 
-/// One protocol step (SPEC §4): synchronize; baseline counters; reset peaks; start event;
+/// One protocol step (docs/PROTOCOL.md §4.2): synchronize; baseline counters; reset peaks; start event;
 /// `work`; end event; synchronize; wall time; end and peak counters. The step's result is
 /// returned alive: the caller decides when to free it.
 fn phase<T>(

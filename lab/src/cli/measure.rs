@@ -1,4 +1,4 @@
-//! `lab measure`: the bounded GPU measurement of SPEC §4, through the torch worker.
+//! `lab measure`: the bounded GPU measurement of docs/PROTOCOL.md §4, through the torch worker.
 
 use lab::measure::{self, Configuration, Document, Tool};
 use lab::worker::{self, WorkerReply, WorkerRequest};
