@@ -571,7 +571,7 @@ def require_gpu(device):
 
 
 def _run_phase(torch, device, phase, repetition, passes, action):
-    """Runs one phase with the protocol of SPEC section 4 and returns ``(row, result)``.
+    """Runs one phase with the protocol of docs/PROTOCOL.md §4.2 and returns ``(row, result)``.
 
     Synchronize; read baseline allocated/reserved; reset the peak counters; record a CUDA
     start event; run ``action``; record the end event; synchronize; read end and peak

@@ -5,7 +5,7 @@
 What it does, in order:
 
 1. `lab environment` (text and --json) and `mesure_memoire.py environment --json`;
-2. the SPEC configurations, small (1x16x64, warm-up 1, repeats 2) and large (2x128x1024,
+2. the reference configurations (docs/PROTOCOL.md §4), small (1x16x64, warm-up 1, repeats 2) and large (2x128x1024,
    warm-up 3, repeats 5), for float32, float16 and bfloat16, once with each implementation:
    the documents committed under examples/h200/;
 3. the benchmark: each configuration, dtype and implementation again in PROCESSES fresh
@@ -111,7 +111,7 @@ def check_document(name, document, config_name):
 
 
 def run_examples(args, out):
-    """Step 2: the SPEC configurations once per implementation."""
+    """Step 2: the reference configurations once per implementation."""
     documents, problems, runs = {}, [], []
     for config_name, config in CONFIGS.items():
         for dtype in DTYPES:

@@ -1,4 +1,4 @@
-//! Weight-memory estimate from a parameter count and a storage width (SPEC §2). No GPU.
+//! Weight-memory estimate from a parameter count and a storage width (docs/PROTOCOL.md §2). No GPU.
 //!
 //! - bytes per parameter = `ceil(bits / 8)` (4 -> 1, 12 -> 2, 16 -> 2);
 //! - weight bytes = parameters x bytes per parameter;

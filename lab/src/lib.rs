@@ -1,4 +1,4 @@
-//! IteraGPU Lab: the arithmetic and the measurement behind the `lab` command (`SPEC.md`).
+//! IteraGPU Lab: the arithmetic and the measurement behind the `lab` command (`docs/PROTOCOL.md`).
 //!
 //! One module per concept:
 //! - [`estimate`]: weight memory from a parameter count and a storage width (no GPU);

@@ -1,4 +1,4 @@
-//! Package totals and cost per accepted result (SPEC §5).
+//! Package totals and cost per accepted result (docs/PROTOCOL.md §5).
 //!
 //! All money is integer US cents (`i64`) until it is shown; shown amounts are
 //! [`rust_decimal::Decimal`] values built from exact integer arithmetic and rounded

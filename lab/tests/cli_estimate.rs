@@ -1,4 +1,4 @@
-//! `lab estimate` through the binary: SPEC §2 values, exit codes and messages.
+//! `lab estimate` through the binary: docs/PROTOCOL.md §2 values, exit codes and messages.
 
 use assert_cmd::Command;
 use predicates::str::contains;

@@ -337,7 +337,7 @@ fn environment_exits_0_and_says_not_available() {
 
 #[test]
 fn environment_requires_the_device() {
-    // SPEC: the device is always named explicitly (as `mesure_memoire.py environment`).
+    // docs/PROTOCOL.md §4.5: the device is always named explicitly (as `mesure_memoire.py environment`).
     let output = lab()
         .args(["environment", "--json", "--worker", "/nonexistent"])
         .output()

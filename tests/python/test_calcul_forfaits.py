@@ -71,7 +71,7 @@ def to_csv(records, delimiter=",", line_end="\n"):
 
 
 class WorkedExamples(unittest.TestCase):
-    """SPEC section 5's examples and the rounding rules."""
+    """docs/PROTOCOL.md §5's examples and the rounding rules."""
 
     def quote(self, *args):
         """Runs the script with --json and returns the parsed object."""

@@ -55,7 +55,7 @@ def run(*args, isolated=False, cwd=None):
 
 
 class Estimate(unittest.TestCase):
-    """SPEC section 2: worked example, rounding, what is excluded."""
+    """docs/PROTOCOL.md §2: worked example, rounding, what is excluded."""
 
     def estimate(self, *args):
         """Runs ``estimate ... --json`` and returns the parsed object."""
@@ -931,7 +931,7 @@ class ControlCharacters(unittest.TestCase):
 
 
 class EnvironmentDiagnostic(unittest.TestCase):
-    """SPEC section 3: environment always exits 0 and says "not available" with the reason."""
+    """docs/PROTOCOL.md §3: environment always exits 0 and says "not available" with the reason."""
 
     NOT_GPU = {
         "cpu": "'cpu' is not a GPU",

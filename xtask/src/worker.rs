@@ -2,7 +2,7 @@
 //! 2.11.0's libtorch, and the verify steps that run the `lab measure` guards against that real
 //! worker on a machine without a GPU.
 //!
-//! Recipe (tested, see README "GPU measurement"): a virtual environment `target/torch-venv`;
+//! Recipe (tested, see CONTRIBUTING.md "Building the worker"): a virtual environment `target/torch-venv`;
 //! `pip install --no-deps torch==2.11.0` (libtorch's headers and shared libraries, ~530 MB)
 //! plus the `nvidia-cuda-runtime` and `nvidia-cuda-crt` 13.0 wheels (CUDA runtime headers for
 //! the shim, ~2.4 MB); then `cargo build --release -p lab --features torch` with
