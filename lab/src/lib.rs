@@ -10,6 +10,7 @@
 //!   its JSON protocol;
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
+//! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
 //! - [`kit`]: the release archive, its manifest and its verifier;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
@@ -27,6 +28,7 @@ pub mod fleet;
 pub mod kit;
 pub mod measure;
 pub mod output;
+pub mod plan;
 pub mod pricing;
 pub mod record;
 pub mod report;

@@ -5,6 +5,7 @@ mod environment;
 mod estimate;
 mod measure;
 mod numbers;
+mod plan;
 mod price;
 mod record;
 mod report;
@@ -62,6 +63,8 @@ enum Command {
     Record(record::Args),
     /// Packages giving at least N GPUs for D days, cheapest first.
     Compare(compare::Args),
+    /// Which package fits a model (folder or config.json), and what it costs.
+    Plan(plan::Args),
     /// Check a kit archive against its own manifest (as `cargo xtask verify --archive`).
     VerifyKit(verify_kit::Args),
 }
@@ -78,6 +81,7 @@ pub fn run(cli: Cli) -> lab::Result<()> {
         Command::Report(args) => report::run(args),
         Command::Record(args) => record::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::VerifyKit(args) => verify_kit::run(args),
     }
 }
