@@ -3,7 +3,7 @@
 
 For each shipped config under examples/models/ (some with fewer layers, in a copy this script
 writes; named in the output), the architecture is built with random weights by transformers
-(no download: `from_config` directly on the GPU, bf16), then for several batch x context
+(no download: `from_config` on the meta device, `to_empty` on the GPU, bf16), then for several batch x context
 points:
 
 - weights: bytes allocated by the built model;
@@ -79,9 +79,15 @@ def build(folder):
     cfg = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
     before = torch.cuda.memory_allocated()
-    with torch.device("cuda"):
+    # As from_pretrained does: build on the meta device, give every tensor its GPU memory once
+    # (to_empty), tie shared weights again, then initialise in place (buffers included).
+    with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+    model.to_empty(device="cuda")
+    model.tie_weights()
+    model.initialize_weights()
     torch.cuda.synchronize()
+    gc.collect()
     weights = torch.cuda.memory_allocated() - before
     params = sum(p.numel() for p in model.parameters())
     return model, weights, params
