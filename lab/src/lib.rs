@@ -10,12 +10,7 @@
 //!   its JSON protocol;
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
-//! - [`kit`]: the release archive as users receive it (members, manifest schema, layout rule)
-//!   and its verifier; the writer is in `xtask`;
-//! - the command line: [`values`] (the one grammar that turns flag text into typed values),
-//!   [`stdout`] (the one way to standard output, for `lab` and `xtask`), and the clap
-//!   definitions with each command's printing in the hidden `cli` module (in the library so
-//!   that the man page, the completions and the tests use the very definitions `lab` parses);
+//! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
@@ -41,6 +36,7 @@ pub mod fleet;
 pub mod kit;
 pub mod measure;
 pub mod output;
+pub mod plan;
 pub mod pricing;
 pub mod record;
 pub mod report;

@@ -1,0 +1,281 @@
+//! `lab plan`: which package fits a model, and what it costs.
+
+use lab::plan::{self, Mode, Request, WeightsFormat};
+use lab::units::gib;
+use lab::values;
+use lab::{Error, Result};
+use rust_decimal::Decimal;
+use std::path::PathBuf;
+
+/// `--batch` and `--context`: a whole number from 1 to 2^32 (the one number grammar).
+fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
+    values::whole(text, 1, 1 << 32)
+}
+
+/// Flags of `lab plan`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Model folder (config.json and safetensors headers are read, never the tensor data) or a
+    /// config.json alone.
+    #[arg(long, value_name = "PATH")]
+    model: PathBuf,
+    /// Sequences processed together.
+    #[arg(long, value_name = "B", default_value = "1", value_parser = plan_size, allow_hyphen_values = true)]
+    batch: u64,
+    /// Tokens per sequence: prompt plus generation.
+    #[arg(long, value_name = "T", default_value = "4096", value_parser = plan_size, allow_hyphen_values = true)]
+    context: u64,
+    /// Weights format: fp32, bf16, fp16, fp8, int8, int4 (4 bits + a 16-bit scale per 128
+    /// weights). Default: as stored (safetensors) or configured (config.json dtype).
+    #[arg(long, value_name = "FORMAT", conflicts_with = "bits")]
+    weights_dtype: Option<String>,
+    /// Bits per decoder-matrix weight, scales included, as an exact decimal (e.g. 4.5).
+    #[arg(long, value_name = "BITS", allow_hyphen_values = true)]
+    bits: Option<String>,
+    /// KV-cache format: fp32, bf16, fp16, fp8, int8. Default: the activations' width.
+    #[arg(long, value_name = "FORMAT")]
+    kv_dtype: Option<String>,
+    /// inference (weights, KV cache, prefill workspace) or training (AdamW, mixed precision).
+    #[arg(long, value_name = "MODE", default_value = "inference")]
+    mode: String,
+    /// Training: one activation checkpoint per layer (recompute in the backward pass).
+    #[arg(long)]
+    checkpointing: bool,
+    /// Package duration in days: 3, 7 or 30.
+    #[arg(long, value_name = "D", default_value = "7", value_parser = values::days, allow_hyphen_values = true)]
+    days: u32,
+    #[command(flatten)]
+    accepted: super::AcceptedArg,
+    #[command(flatten)]
+    catalog: super::CatalogArg,
+    /// GPU memory file to use instead of the embedded data/gpu-memory.csv.
+    #[arg(long, value_name = "FILE")]
+    gpu_memory: Option<PathBuf>,
+    /// Only this catalog GPU id.
+    #[arg(long, value_name = "ID")]
+    gpu: Option<String>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `lab plan`.
+///
+/// # Errors
+/// Usage (exit 2) for bad flags, a model folder without config.json, an unknown architecture,
+/// malformed safetensors headers or index, an invalid catalog or GPU memory file; Runtime
+/// (exit 1) for unreadable files.
+pub fn run(args: Args) -> Result<()> {
+    let (batch, context, days) = (args.batch, args.context, args.days);
+    let accepted = args.accepted.accepted_results;
+    let mode = match args.mode.as_str() {
+        "inference" => Mode::Inference,
+        "training" => Mode::Training,
+        other => {
+            return Err(Error::usage(format!(
+                "--mode must be inference or training, got '{}'",
+                lab::text::one_line(other)
+            )))
+        }
+    };
+    if args.checkpointing && mode != Mode::Training {
+        return Err(Error::usage("--checkpointing applies to --mode training"));
+    }
+    let weights = match (&args.weights_dtype, &args.bits) {
+        (Some(name), _) => WeightsFormat::Named(
+            plan::memory::normalize_dtype(name)
+                .map(str::to_string)
+                .unwrap_or_else(|| name.clone()),
+        ),
+        (None, Some(bits)) => WeightsFormat::Bits(parse_bits(bits)?),
+        (None, None) => WeightsFormat::Stored,
+    };
+    let catalog = args.catalog.load()?;
+    let memory = plan::gpu_memory::load(args.gpu_memory.as_deref(), &catalog)?;
+    let request = Request {
+        model: args.model,
+        batch,
+        context,
+        weights,
+        kv_dtype: args.kv_dtype,
+        mode,
+        checkpointing: args.checkpointing,
+    };
+    let p = plan::plan(
+        &request,
+        &catalog,
+        &memory,
+        days,
+        accepted,
+        args.gpu.as_deref(),
+    )?;
+    if args.json {
+        return lab::stdout::json(&p);
+    }
+    lab::stdout::lines(&render(&p, catalog.describe()))
+}
+
+/// `--bits`: a decimal from 1 to 64 with at most 4 decimals, e.g. `4.5`.
+fn parse_bits(text: &str) -> Result<Decimal> {
+    let ok_shape = !text.is_empty()
+        && text.len() <= 12
+        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && text.bytes().filter(|b| *b == b'.').count() <= 1
+        && !text.starts_with('.')
+        && !text.ends_with('.');
+    let value = ok_shape
+        .then(|| text.parse::<Decimal>().ok())
+        .flatten()
+        .filter(|v| *v >= Decimal::ONE && *v <= Decimal::from(64) && v.scale() <= 4);
+    value.ok_or_else(|| {
+        Error::usage(format!(
+            "--bits must be a decimal number of bits per weight from 1 to 64 with at most 4 decimals (e.g. 4.5), got '{}'",
+            lab::text::one_line(text)
+        ))
+    })
+}
+
+fn both(bytes: u64) -> String {
+    let gb = Decimal::from(bytes) / Decimal::from(1_000_000_000u64);
+    let mut gb = gb.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointNearestEven);
+    gb.rescale(2);
+    format!("{bytes} B = {} GiB = {gb} GB", gib(bytes, 2))
+}
+
+fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
+    let a = &p.architecture;
+    let m = &p.memory;
+    let mut out = vec![format!(
+        "{} ({}): {} parameters{}",
+        lab::text::one_line(&p.model),
+        p.model_type,
+        p.parameters,
+        if p.headers.is_some() {
+            " (safetensors headers)"
+        } else {
+            " (config arithmetic)"
+        }
+    )];
+    out.push(format!(
+        "  hidden {}, {} layers, {} heads, {} KV heads, head {}, intermediate {}, vocabulary {}{}{}{}",
+        a.hidden_size,
+        a.layers,
+        a.attention_heads,
+        a.key_value_heads,
+        a.head_dim,
+        a.intermediate_size,
+        a.vocab_size,
+        if a.tied_embeddings { ", tied embeddings" } else { "" },
+        match a.sliding_window {
+            Some(w) => format!(", window {w} on {} layers", a.sliding_window_layers),
+            None => String::new(),
+        },
+        match a.experts {
+            Some((e, k)) => format!(", {e} experts ({k} per token)"),
+            None => String::new(),
+        }
+    ));
+    for note in &p.notes {
+        out.push(format!("  note: {note}"));
+    }
+    out.push(format!(
+        "{} at batch {} x context {}; weights {}, KV cache {}{}",
+        match p.mode {
+            Mode::Inference => "inference",
+            Mode::Training => "training (AdamW, mixed precision)",
+        },
+        p.batch,
+        p.context,
+        p.weights_format,
+        p.kv_dtype,
+        if p.checkpointing {
+            ", activation checkpointing"
+        } else {
+            ""
+        }
+    ));
+    let mut rows = vec![("weights", m.weights_bytes)];
+    match p.mode {
+        Mode::Inference => {
+            rows.push(("KV cache", m.kv_cache_bytes));
+            if m.prefill_kv_cache_bytes > m.kv_cache_bytes {
+                rows.push((
+                    "KV during prefill (window not yet applied)",
+                    m.prefill_kv_cache_bytes,
+                ));
+            }
+            rows.push(("prefill workspace (one layer)", m.activation_bytes));
+        }
+        Mode::Training => {
+            rows.push(("gradients", m.gradients_bytes));
+            rows.push(("fp32 master weights", m.master_weights_bytes));
+            rows.push(("AdamW moments (fp32)", m.optimizer_bytes));
+            rows.push(("activations", m.activation_bytes));
+        }
+    }
+    rows.push(("total (peak)", m.total_bytes));
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    for (name, bytes) in rows {
+        out.push(format!("  {name:<width$}  {}", both(bytes)));
+    }
+    if p.mode == Mode::Inference {
+        out.push(format!(
+            "  KV cache per token: {} B (all layers, one sequence)",
+            m.kv_cache_bytes_per_token
+        ));
+    }
+    out.push(format!(
+        "  plus a runtime reserve of {} per GPU (CUDA context, workspaces, fragmentation)",
+        both(m.runtime_reserve_bytes_per_gpu)
+    ));
+    out.push(format!(
+        "packages for {} days, fitting ones cheapest first:",
+        p.days
+    ));
+    let header = [
+        "#",
+        "gpu",
+        "usable GiB/GPU",
+        "memory source",
+        "GPUs",
+        "need GiB/GPU",
+        "lots",
+        "total USD",
+        "USD/GPU-day",
+        "USD/result",
+        "fits",
+    ];
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for k in &p.packages {
+        let dash = || "-".to_string();
+        table.push(vec![
+            k.rank.map_or_else(dash, |r| r.to_string()),
+            k.gpu.clone(),
+            gib(k.usable_bytes_per_gpu, 2).to_string(),
+            k.memory_source.clone(),
+            k.gpus.map_or_else(dash, |g| match k.gpus_bought {
+                Some(b) if b > g => format!("{g} (+{})", b - g),
+                _ => g.to_string(),
+            }),
+            gib(k.need_bytes_per_gpu, 2).to_string(),
+            k.lots.map_or_else(dash, |l| l.to_string()),
+            k.total_usd.map_or_else(dash, |u| u.to_string()),
+            k.usd_per_gpu_day.to_string(),
+            k.unit_cost_usd.map_or_else(dash, |u| u.to_string()),
+            if k.fits {
+                "yes".into()
+            } else {
+                format!(
+                    "no (>{} GPUs)",
+                    a.tensor_parallel_degrees.last().copied().unwrap_or(1)
+                )
+            },
+        ]);
+    }
+    out.extend(lab::table::align(&table, |i| matches!(i, 1 | 3 | 10)));
+    if p.accepted_results.is_none() {
+        out.push("unit cost per result: give --accepted-results K".to_string());
+    }
+    out.push(format!("{catalog}, sha256 {}", p.catalog.sha256));
+    out
+}

@@ -1,0 +1,246 @@
+//! The memory breakdown of a plan, in exact bytes (integers; no floats).
+//!
+//! Inference (see `docs/PLANNING.md` for sources and the H200 validation):
+//! - weights: the stored bytes of the safetensors headers when present and no other format
+//!   is asked; else parameters x bytes per parameter of the format. Quantized formats (fp8,
+//!   int8, int4 = 4 bits + one 16-bit scale per group of 128 = 4.125 bits, or `--bits X`)
+//!   apply to the decoder matrices; embeddings, output head, norms, biases and routers stay
+//!   in 16 bits. `ceil(matrices x bits / 8)`.
+//! - KV cache, per sequence: sum over layers of kept tokens x bytes per token and layer;
+//!   kept tokens = context, or `min(context, window)` on a sliding-window layer; bytes per
+//!   token and layer = 2 (K and V) x key/value heads x head width x element bytes, or for
+//!   multi-head latent attention `(kv_lora_rank + qk_rope_head_dim)` x element bytes. Times the
+//!   batch.
+//! - prefill: during the prompt's forward pass every layer's K and V of the whole prompt
+//!   exist (the window is applied after), plus one layer's working tensors, see
+//!   [`activation_workspace`].
+//!
+//! Training (AdamW, mixed precision, the ZeRO paper's accounting, Rajbhandari et al. 2020,
+//! section 3.1): 16 bytes per parameter = 2 (16-bit weights) + 2 (16-bit gradients) + 4
+//! (fp32 master weights) + 4 + 4 (fp32 first and second moments); with fp32 weights there is
+//! no master copy and the total is the same 16 bytes. Activations: see
+//! [`training_activations`].
+
+use super::config::{Architecture, LayerAttention};
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+/// Element widths `lab plan` knows, by name: (name, bits). `int4` counts 4 bits plus one
+/// 16-bit scale per group of 128 weights (4.125 bits); `fp8` and `int8` count 8 bits (one
+/// scale per tensor or per row is negligible and not counted).
+pub const FORMATS: [(&str, &str); 7] = [
+    ("fp32", "32"),
+    ("bf16", "16"),
+    ("fp16", "16"),
+    ("fp8", "8"),
+    ("int8", "8"),
+    ("int4", "4.125"),
+    ("int4-g128", "4.125"),
+];
+
+/// The dtype name of a config or header dtype (`bfloat16`, `BF16`...), as a [`FORMATS`] name.
+pub fn normalize_dtype(name: &str) -> Option<&'static str> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "float32" | "f32" | "fp32" => "fp32",
+        "bfloat16" | "bf16" => "bf16",
+        "float16" | "f16" | "fp16" | "half" => "fp16",
+        "float8_e4m3fn" | "f8_e4m3" | "float8_e5m2" | "f8_e5m2" | "fp8" => "fp8",
+        "int8" | "i8" => "int8",
+        "int4" => "int4",
+        _ => return None,
+    })
+}
+
+/// Bits per element of a [`FORMATS`] name.
+pub fn format_bits(name: &str) -> Option<Decimal> {
+    FORMATS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, b)| b.parse().ok())
+}
+
+/// `ceil(count x bits / 8)` bytes, exact (bits is a decimal such as 4.5).
+pub fn bytes_for(count: u64, bits: Decimal) -> Option<u64> {
+    let bytes = Decimal::from(count).checked_mul(bits)? / Decimal::from(8);
+    u64::try_from(bytes.ceil()).ok()
+}
+
+/// KV-cache bytes of one token in one layer, per sequence.
+pub fn kv_bytes_per_token_layer(arch: &Architecture, element_bytes: u64) -> u128 {
+    match &arch.latent {
+        Some(l) => u128::from(l.kv_lora_rank + l.qk_rope_head_dim) * u128::from(element_bytes),
+        None => {
+            2 * u128::from(arch.kv_heads) * u128::from(arch.head_dim) * u128::from(element_bytes)
+        }
+    }
+}
+
+/// KV-cache bytes for `batch` sequences of `context` tokens; with `windowed` false every layer
+/// keeps every token (the prefill view, before the window is applied).
+pub fn kv_cache_bytes(
+    arch: &Architecture,
+    element_bytes: u64,
+    batch: u64,
+    context: u64,
+    windowed: bool,
+) -> u128 {
+    let per = kv_bytes_per_token_layer(arch, element_bytes);
+    let tokens: u128 = arch
+        .layer_attention
+        .iter()
+        .map(|a| match (a, windowed) {
+            (LayerAttention::Sliding(w), true) => u128::from(context.min(*w)),
+            _ => u128::from(context),
+        })
+        .sum();
+    per * tokens * u128::from(batch)
+}
+
+/// Working memory of one decoder layer during prefill, bytes: the largest set of tensors
+/// alive at once while one layer runs (layers run one after the other, so only one layer's
+/// temporaries exist), plus the last position's logits.
+///
+/// Per token (e = activation element bytes): the residual stream and the normed input,
+/// `2 H e`, the norm's fp32 upcast, `4 H`, and the larger of the feed-forward's
+/// `3 I e` (gate, up and their product; for a mixture of experts, the tokens routed to one
+/// expert, `k/E` of them, times `3 I e`, plus the router's fp32 scores and the fp32 output
+/// accumulator) and the attention's queries, keys and values with their rotated copies and
+/// the output, `(3 A d + 4 K d) e` (keys and values repeated to A heads when grouped).
+/// Phi-3 keeps its fused gate-up output too: `4 I e`. A mixture of experts as `transformers`
+/// 5.x runs it (grouped matrix products): `k (2 H + 4 I) e` per token for k experts per
+/// token. Sliding-window attention past the window: one boolean `T x T` mask. Logits of the
+/// last position are fp32, `4 V` per sequence.
+pub fn activation_workspace(
+    arch: &Architecture,
+    element_bytes: u64,
+    batch: u64,
+    context: u64,
+) -> u128 {
+    let e = u128::from(element_bytes);
+    let h = u128::from(arch.hidden);
+    let a = u128::from(arch.heads);
+    let k = u128::from(arch.kv_heads);
+    let d = u128::from(arch.head_dim);
+    let tokens = u128::from(batch) * u128::from(context);
+    let attention = match &arch.latent {
+        Some(l) => {
+            let qk = u128::from(l.qk_nope_head_dim + l.qk_rope_head_dim);
+            let v = u128::from(l.v_head_dim);
+            (3 * a * qk + 2 * a * v) * e
+        }
+        None => (3 * a * d + 4 * k * d) * e,
+    };
+    let i = u128::from(arch.intermediate);
+    let ffn = match &arch.experts {
+        // Phi-3's fused gate-up output stays alive beside the activation and the product.
+        None if arch.model_type == "phi3" => 4 * i * e,
+        None => 3 * i * e,
+        Some(x) => {
+            // Grouped experts: every (token, expert) pair gets its own copy of the hidden
+            // state, unsorted and sorted, and its gate-up output, activation and product.
+            let k = u128::from(x.per_token);
+            k * (2 * h + 4 * u128::from(x.intermediate)) * e
+                + 3 * u128::from(x.shared_intermediate) * e
+                + 8 * u128::from(x.routed)
+        }
+    };
+    let per_token = 2 * h * e + 4 * h + attention.max(ffn);
+    // Sliding-window layers attend through one boolean context x context mask (shared by the
+    // batch) once the context passes the window.
+    let t = u128::from(context);
+    let mask = if arch
+        .layer_attention
+        .iter()
+        .any(|l| matches!(l, LayerAttention::Sliding(w) if *w < context))
+    {
+        t * t
+    } else {
+        0
+    };
+    per_token * tokens + mask + 4 * u128::from(arch.vocab) * u128::from(batch)
+}
+
+/// Activations kept for the backward pass of one training step, bytes (16-bit activations).
+///
+/// Without checkpointing, per token and layer (Korthikanti et al. 2022, "Reducing Activation
+/// Recomputation in Large Transformer Models", section 4, redone for RMSNorm, gated
+/// feed-forward, grouped-query attention and a fused attention kernel that keeps no
+/// `s x s` matrix): each RMSNorm keeps its fp32 input and its 16-bit normed output and
+/// output, `8 H` (2 norms, 4 in Gemma 2/3); attention keeps Q, K, V, the output and its
+/// reshaped copy, `6 A d + 4 K d`; the gated feed-forward keeps gate, up, activation and
+/// product, `8 I` (MoE: `k` experts' share); Qwen3 and Gemma 3 query/key norms keep
+/// `6 (A d + K d)`. Plus the loss at its backward peak: 16-bit logits, fp32 log-probabilities
+/// and their fp32 and 16-bit gradients, `12 V` per token, and the final norm, `8 H`.
+///
+/// With checkpointing (one checkpoint per layer): each layer's 16-bit input, `2 H` per token
+/// and layer, plus the larger of the loss peak and one layer recomputed in full.
+pub fn training_activations(
+    arch: &Architecture,
+    batch: u64,
+    context: u64,
+    checkpointing: bool,
+) -> u128 {
+    let h = u128::from(arch.hidden);
+    let a = u128::from(arch.heads);
+    let k = u128::from(arch.kv_heads);
+    let d = u128::from(arch.head_dim);
+    let tokens = u128::from(batch) * u128::from(context);
+    let norms = if matches!(
+        arch.model_type.as_str(),
+        "gemma2" | "gemma3_text" | "gemma3"
+    ) {
+        4
+    } else {
+        2
+    };
+    let attention = match &arch.latent {
+        Some(l) => {
+            let qk = u128::from(l.qk_nope_head_dim + l.qk_rope_head_dim);
+            let v = u128::from(l.v_head_dim);
+            2 * a * qk + 2 * a * qk + 2 * a * v + 4 * a * v
+        }
+        None => 6 * a * d + 4 * k * d,
+    };
+    let ffn = match &arch.experts {
+        None => 8 * u128::from(arch.intermediate),
+        Some(x) => {
+            8 * u128::from(x.intermediate) * u128::from(x.per_token)
+                + 8 * u128::from(x.shared_intermediate)
+                + 4 * u128::from(x.routed)
+        }
+    };
+    // Qwen3 and Gemma 3 normalise queries and keys: fp32 input and 16-bit normed copy.
+    let qk_norm = if matches!(arch.model_type.as_str(), "qwen3" | "gemma3_text" | "gemma3") {
+        6 * (a * d + k * d)
+    } else {
+        0
+    };
+    let layer = 8 * h * norms + attention + qk_norm + ffn;
+    let logits = 12 * u128::from(arch.vocab) + 8 * h;
+    let layers = u128::from(arch.layers);
+    if checkpointing {
+        tokens * (2 * h * layers + logits.max(layer))
+    } else {
+        tokens * (layer * layers + logits)
+    }
+}
+
+/// Training state bytes per parameter, with the share of each part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TrainingState {
+    /// Gradients, bytes per parameter (the weights' width).
+    pub gradients: u64,
+    /// fp32 master weights, bytes per parameter (0 when the weights are fp32).
+    pub master_weights: u64,
+    /// AdamW first and second moments, fp32: 8 bytes per parameter.
+    pub optimizer: u64,
+}
+
+/// [`TrainingState`] for weights of `weight_bytes` bytes per parameter (2 or 4).
+pub fn training_state(weight_bytes: u64) -> TrainingState {
+    TrainingState {
+        gradients: weight_bytes,
+        master_weights: if weight_bytes >= 4 { 0 } else { 4 },
+        optimizer: 8,
+    }
+}

@@ -1,0 +1,486 @@
+//! `lab plan`: which package fits a model, and what it costs (`docs/PLANNING.md`,
+//! `docs/PROTOCOL.md §9`).
+//!
+//! - [`config`]: `config.json` to architecture facts; [`params`]: parameter counts per family;
+//! - [`safetensors`]: bounded header reading (exact counts and stored dtypes);
+//! - [`memory`]: the breakdown (weights, KV cache, workspace, training state);
+//! - [`gpu_memory`]: memory per catalog GPU (`data/gpu-memory.csv`);
+//! - [`packages`]: GPUs needed per catalog model, lots and price.
+//!
+//! Every figure is an integer count of bytes or cents; GiB and GB are shown from them,
+//! rounded once half-to-even.
+
+pub mod config;
+pub mod gpu_memory;
+pub mod memory;
+pub mod packages;
+pub mod params;
+pub mod safetensors;
+
+use crate::catalog::{Catalog, CatalogInfo};
+use crate::{Error, Result};
+use config::Architecture;
+use memory::{bytes_for, format_bits, normalize_dtype};
+use params::ParameterCounts;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Inference or one training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Weights, KV cache and the prefill workspace.
+    Inference,
+    /// Weights, gradients, AdamW states, master weights and activations.
+    Training,
+}
+
+/// How the weights are stored for the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WeightsFormat {
+    /// As stored (safetensors headers) or configured (`dtype` in config.json).
+    Stored,
+    /// A named format of [`memory::FORMATS`].
+    Named(String),
+    /// Decoder matrices at this many bits per weight (scales included), the rest 16-bit.
+    Bits(Decimal),
+}
+
+/// What the user asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Model folder or `config.json`.
+    pub model: PathBuf,
+    /// Sequences processed together.
+    pub batch: u64,
+    /// Tokens per sequence, prompt plus generation.
+    pub context: u64,
+    /// Weights format.
+    pub weights: WeightsFormat,
+    /// KV-cache element format (a [`memory::FORMATS`] name); default: the activations'.
+    pub kv_dtype: Option<String>,
+    /// Inference or training.
+    pub mode: Mode,
+    /// Training with one activation checkpoint per layer.
+    pub checkpointing: bool,
+}
+
+/// The safetensors facts, when headers were read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Headers {
+    /// Files read.
+    pub files: Vec<String>,
+    /// Tensors.
+    pub tensors: u64,
+    /// Elements of all tensors.
+    pub elements: u64,
+    /// Bytes of tensor data.
+    pub data_bytes: u64,
+    /// Elements per stored dtype.
+    pub elements_by_dtype: std::collections::BTreeMap<String, u64>,
+}
+
+/// The memory breakdown, bytes, with GiB and GB shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// Weights.
+    pub weights_bytes: u64,
+    /// KV cache at the full context, sliding windows applied (0 in training).
+    pub kv_cache_bytes: u64,
+    /// KV cache of one token of one sequence, summed over layers (full layers only; sliding
+    /// layers stop growing at their window).
+    pub kv_cache_bytes_per_token: u64,
+    /// KV cache while the prompt is processed (every layer holds the whole prompt).
+    pub prefill_kv_cache_bytes: u64,
+    /// Inference: one layer's prefill workspace; training: activations kept for backward.
+    pub activation_bytes: u64,
+    /// Training: gradients.
+    pub gradients_bytes: u64,
+    /// Training: fp32 master weights (mixed precision).
+    pub master_weights_bytes: u64,
+    /// Training: AdamW moments, fp32.
+    pub optimizer_bytes: u64,
+    /// Everything above at its peak: inference `weights + max(prefill KV, KV) + workspace`;
+    /// training `weights + master + optimizer + max(gradients, activations + output-head
+    /// gradient)` (the backward pass frees activations as it writes gradients).
+    pub total_bytes: u64,
+    /// Runtime reserve per GPU, not in `total_bytes` (subtracted from each GPU's memory).
+    pub runtime_reserve_bytes_per_gpu: u64,
+}
+
+/// A complete plan (the `lab plan --json` object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// Path given.
+    pub model: String,
+    /// `model_type` of the config.
+    pub model_type: String,
+    /// Parameters: the headers' element count when read, else the config arithmetic.
+    pub parameters: u64,
+    /// Parameters by the config arithmetic.
+    pub parameters_from_config: u64,
+    /// Parameters by role (config arithmetic).
+    pub parameter_breakdown: ParameterCounts,
+    /// Safetensors facts, when a header was read.
+    pub headers: Option<Headers>,
+    /// Differences worth knowing (header vs config, formats).
+    pub notes: Vec<String>,
+    /// Architecture facts used.
+    pub architecture: ArchitectureSummary,
+    /// Mode.
+    pub mode: Mode,
+    /// Batch.
+    pub batch: u64,
+    /// Context tokens.
+    pub context: u64,
+    /// Weights format shown (`bf16`, `int4`, `4.5 bits`...).
+    pub weights_format: String,
+    /// KV cache element format.
+    pub kv_dtype: String,
+    /// Activation checkpointing (training).
+    pub checkpointing: bool,
+    /// The breakdown.
+    pub memory: Memory,
+    /// Package duration, days.
+    pub days: u32,
+    /// Accepted results, when given.
+    pub accepted_results: Option<u64>,
+    /// Per catalog GPU model, fitting ones cheapest first.
+    pub packages: Vec<packages::Package>,
+    /// Catalog the prices come from.
+    pub catalog: CatalogInfo,
+}
+
+/// Architecture facts as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchitectureSummary {
+    /// Hidden size.
+    pub hidden_size: u64,
+    /// Layers.
+    pub layers: u64,
+    /// Attention heads.
+    pub attention_heads: u64,
+    /// Key/value heads.
+    pub key_value_heads: u64,
+    /// Head width.
+    pub head_dim: u64,
+    /// Intermediate size.
+    pub intermediate_size: u64,
+    /// Vocabulary.
+    pub vocab_size: u64,
+    /// Tied embeddings.
+    pub tied_embeddings: bool,
+    /// Layers with a sliding window.
+    pub sliding_window_layers: u64,
+    /// The window, when any layer has one.
+    pub sliding_window: Option<u64>,
+    /// Routed experts and experts per token, for a mixture of experts.
+    pub experts: Option<(u64, u64)>,
+    /// `kv_lora_rank + qk_rope_head_dim` for latent attention.
+    pub latent_kv_width: Option<u64>,
+    /// Tensor-parallel degrees tried.
+    pub tensor_parallel_degrees: Vec<u64>,
+}
+
+/// Reads the model at `request.model`: its config and, in a folder, its safetensors headers.
+///
+/// # Errors
+/// [`Error::Usage`] for a missing `config.json`, an unknown architecture, malformed headers
+/// or index; [`Error::Runtime`] for unreadable files.
+pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safetensors::Summary>)> {
+    let shown = crate::text::one_line(&path.display().to_string());
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Error::usage(format!(
+            "--model {shown}: {e}; give a model folder or its config.json"
+        ))
+    })?;
+    let (config_path, folder) = if meta.is_dir() {
+        (path.join("config.json"), Some(path.to_path_buf()))
+    } else {
+        (path.to_path_buf(), None)
+    };
+    if folder.is_some() && !config_path.is_file() {
+        return Err(Error::usage(format!(
+            "--model {shown}: the folder has no config.json (a Hugging Face model folder holds one)"
+        )));
+    }
+    let text = safetensors::read_text(&config_path, config::MAX_CONFIG_BYTES)?;
+    let arch = config::parse(&text).map_err(|e| {
+        Error::usage(format!(
+            "{}: {e}",
+            crate::text::one_line(&config_path.display().to_string())
+        ))
+    })?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+        .map_err(|e| Error::usage(format!("config.json: {e}")))?;
+    let scope = value
+        .get("text_config")
+        .filter(|_| arch.model_type == "gemma3")
+        .unwrap_or(&value);
+    let attention_bias = scope
+        .get("attention_bias")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
+    let mlp_bias = scope.get("mlp_bias").and_then(serde_json::Value::as_bool) == Some(true);
+    let summary = match &folder {
+        Some(folder) => safetensors::read_folder(folder)?,
+        None => None,
+    };
+    Ok((arch, attention_bias, mlp_bias, summary))
+}
+
+/// Builds the plan for `request` against `catalog` and `gpu_memory`.
+///
+/// # Errors
+/// As [`read_model`]; [`Error::Usage`] for a zero batch or context, an unknown format, a
+/// model too large for 64-bit byte counts, or a package error (unknown GPU, duration).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    request: &Request,
+    catalog: &Catalog,
+    gpu_memory: &[gpu_memory::GpuMemory],
+    days: u32,
+    accepted_results: Option<u64>,
+    only_gpu: Option<&str>,
+) -> Result<Plan> {
+    if request.batch == 0 || request.context == 0 {
+        return Err(Error::usage("--batch and --context must be at least 1"));
+    }
+    let (arch, attention_bias, mlp_bias, summary) = read_model(&request.model)?;
+    let too_big =
+        || Error::usage("this model's sizes overflow 64-bit byte counts; check config.json");
+    let counts = params::count(&arch, attention_bias, mlp_bias)
+        .narrow()
+        .ok_or_else(too_big)?;
+    let from_config = u64::try_from(counts.total()).map_err(|_| too_big())?;
+    let mut notes = Vec::new();
+    let parameters = match &summary {
+        Some(s) => {
+            if s.elements != from_config {
+                let diff = i128::from(s.elements) - i128::from(from_config);
+                notes.push(format!(
+                    "the safetensors headers hold {} elements, the config arithmetic gives {from_config} ({diff:+}); the headers are used",
+                    s.elements
+                ));
+            }
+            s.elements
+        }
+        None => from_config,
+    };
+    // Stored width: the headers' main dtype, else the config's dtype.
+    let stored = summary
+        .as_ref()
+        .and_then(|s| s.main_dtype())
+        .and_then(normalize_dtype)
+        .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype));
+    let (weights_bytes, weights_format, weight_element_bytes) = match &request.weights {
+        WeightsFormat::Stored => match (&summary, stored) {
+            (Some(s), Some(name)) => (s.data_bytes, format!("{name} (as stored)"), element_bytes(name)),
+            (Some(s), None) => (s.data_bytes, "as stored".to_string(), 2),
+            (None, Some(name)) => {
+                let bits = format_bits(name).ok_or_else(too_big)?;
+                let bytes = whole_bytes(parameters, bits).ok_or_else(too_big)?;
+                (bytes, format!("{name} (as configured)"), element_bytes(name))
+            }
+            (None, None) => {
+                return Err(Error::usage(
+                    "config.json states no dtype and there is no safetensors header: give --weights-dtype (bf16, fp16, fp32, fp8, int8, int4) or --bits",
+                ))
+            }
+        },
+        WeightsFormat::Named(name) => {
+            let bits = format_bits(name).ok_or_else(|| {
+                Error::usage(format!(
+                    "unknown weights format '{}': use {}",
+                    crate::text::one_line(name),
+                    memory::FORMATS.map(|f| f.0).join(", ")
+                ))
+            })?;
+            if matches!(name.as_str(), "fp32" | "bf16" | "fp16") {
+                let bytes = whole_bytes(parameters, bits).ok_or_else(too_big)?;
+                (bytes, name.clone(), element_bytes(name))
+            } else {
+                (quantized(&counts, parameters, bits).ok_or_else(too_big)?, format!("{name} ({bits} bits per matrix weight)"), 2)
+            }
+        }
+        WeightsFormat::Bits(bits) => (
+            quantized(&counts, parameters, *bits).ok_or_else(too_big)?,
+            format!("{bits} bits per matrix weight"),
+            2,
+        ),
+    };
+    // Activations and the KV cache default to the weights' float width (16 bits for
+    // quantized weights).
+    let act_bytes = weight_element_bytes.max(2);
+    let (kv_element, kv_dtype) = match &request.kv_dtype {
+        None => (
+            act_bytes,
+            if act_bytes == 4 {
+                "fp32"
+            } else {
+                stored
+                    .filter(|s| matches!(*s, "bf16" | "fp16"))
+                    .unwrap_or("bf16")
+            }
+            .to_string(),
+        ),
+        Some(name) => {
+            let n = normalize_dtype(name)
+                .filter(|n| *n != "int4")
+                .ok_or_else(|| {
+                    Error::usage(format!(
+                        "unknown --kv-dtype '{}': use fp32, bf16, fp16, fp8 or int8",
+                        crate::text::one_line(name)
+                    ))
+                })?;
+            (element_bytes(n), n.to_string())
+        }
+    };
+    let b = request.batch;
+    let t = request.context;
+    let narrow = |v: u128| u64::try_from(v).map_err(|_| too_big());
+    let per_token: u128 =
+        memory::kv_bytes_per_token_layer(&arch, kv_element) * u128::from(arch.layers);
+    let (kv, prefill_kv, activation) = match request.mode {
+        Mode::Inference => (
+            memory::kv_cache_bytes(&arch, kv_element, b, t, true),
+            memory::kv_cache_bytes(&arch, kv_element, b, t, false),
+            memory::activation_workspace(&arch, act_bytes, b, t),
+        ),
+        Mode::Training => (
+            0,
+            0,
+            memory::training_activations(&arch, b, t, request.checkpointing),
+        ),
+    };
+    let (gradients, master, optimizer) = match request.mode {
+        Mode::Inference => (0u128, 0u128, 0u128),
+        Mode::Training => {
+            let s = memory::training_state(weight_element_bytes);
+            let p = u128::from(parameters);
+            (
+                p * u128::from(s.gradients),
+                p * u128::from(s.master_weights),
+                p * u128::from(s.optimizer),
+            )
+        }
+    };
+    // Training: the backward pass frees activations as it writes gradients; the peak is at
+    // the loss, with every activation alive and only the output head's gradient written, or
+    // at the end, with every gradient and no activation.
+    let head_gradient = match request.mode {
+        Mode::Training => u128::from(counts.embedding) * u128::from(weight_element_bytes),
+        Mode::Inference => 0,
+    };
+    let total = u128::from(weights_bytes)
+        + kv.max(prefill_kv)
+        + master
+        + optimizer
+        + match request.mode {
+            Mode::Inference => activation,
+            Mode::Training => gradients.max(activation + head_gradient),
+        };
+    let mem = Memory {
+        weights_bytes,
+        kv_cache_bytes: narrow(kv)?,
+        kv_cache_bytes_per_token: narrow(per_token)?,
+        prefill_kv_cache_bytes: narrow(prefill_kv)?,
+        activation_bytes: narrow(activation)?,
+        gradients_bytes: narrow(gradients)?,
+        master_weights_bytes: narrow(master)?,
+        optimizer_bytes: narrow(optimizer)?,
+        total_bytes: narrow(total)?,
+        runtime_reserve_bytes_per_gpu: packages::RUNTIME_RESERVE_BYTES,
+    };
+    let need = packages::Need {
+        sharded: u128::from(weights_bytes) + master + optimizer + gradients.min(total),
+        kv: kv.max(prefill_kv),
+        kv_split: arch.latent.is_none(),
+        whole: match request.mode {
+            Mode::Inference => activation,
+            Mode::Training => (activation + head_gradient).saturating_sub(gradients),
+        },
+    };
+    let pk = packages::packages(
+        catalog,
+        gpu_memory,
+        &arch,
+        &need,
+        days,
+        accepted_results,
+        only_gpu,
+    )?;
+    let window = arch.layer_attention.iter().find_map(|a| match a {
+        config::LayerAttention::Sliding(w) => Some(*w),
+        config::LayerAttention::Full => None,
+    });
+    let architecture = ArchitectureSummary {
+        hidden_size: arch.hidden,
+        layers: arch.layers,
+        attention_heads: arch.heads,
+        key_value_heads: arch.kv_heads,
+        head_dim: arch.head_dim,
+        intermediate_size: arch.intermediate,
+        vocab_size: arch.vocab,
+        tied_embeddings: arch.tied_embeddings,
+        sliding_window_layers: arch
+            .layer_attention
+            .iter()
+            .filter(|a| matches!(a, config::LayerAttention::Sliding(_)))
+            .count() as u64,
+        sliding_window: window,
+        experts: arch.experts.map(|e| (e.routed, e.per_token)),
+        latent_kv_width: arch.latent.map(|l| l.kv_lora_rank + l.qk_rope_head_dim),
+        tensor_parallel_degrees: packages::degrees(&arch),
+    };
+    if arch.vision.is_some() {
+        notes.push("the vision tower and projector are counted in the weights; image tokens are not in the context".to_string());
+    }
+    Ok(Plan {
+        model: request.model.display().to_string(),
+        model_type: arch.model_type.clone(),
+        parameters,
+        parameters_from_config: from_config,
+        parameter_breakdown: counts,
+        headers: summary.map(|s| Headers {
+            files: s.files.clone(),
+            tensors: s.tensors,
+            elements: s.elements,
+            data_bytes: s.data_bytes,
+            elements_by_dtype: s.elements_by_dtype.clone(),
+        }),
+        notes,
+        architecture,
+        mode: request.mode,
+        batch: b,
+        context: t,
+        weights_format,
+        kv_dtype,
+        checkpointing: request.checkpointing,
+        memory: mem,
+        days,
+        accepted_results,
+        packages: pk,
+        catalog: catalog.info(),
+    })
+}
+
+fn element_bytes(name: &str) -> u64 {
+    match name {
+        "fp32" => 4,
+        "bf16" | "fp16" => 2,
+        _ => 1,
+    }
+}
+
+fn whole_bytes(parameters: u64, bits: Decimal) -> Option<u64> {
+    bytes_for(parameters, bits)
+}
+
+/// Decoder matrices at `bits`, everything else in 16 bits. When the headers' count differs
+/// from the config's, the difference is counted with the 16-bit rest.
+fn quantized(counts: &ParameterCounts, parameters: u64, bits: Decimal) -> Option<u64> {
+    let rest = parameters.checked_sub(counts.linear)?;
+    bytes_for(counts.linear, bits)?.checked_add(rest.checked_mul(2)?)
+}

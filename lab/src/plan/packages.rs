@@ -1,0 +1,202 @@
+//! Per catalog GPU model: how many GPUs a plan needs and what the package costs.
+//!
+//! - usable memory per GPU = the GPU's memory ([`super::gpu_memory`]) minus the runtime
+//!   reserve [`RUNTIME_RESERVE_BYTES`];
+//! - tensor-parallel degrees t tried in increasing order: t divides the attention heads, and
+//!   either t divides the key/value heads or they divide t (key/value heads are then
+//!   replicated), t at most [`MAX_DEGREE`];
+//! - per GPU: `ceil(weights / t)` (and likewise gradients, master weights, optimizer states),
+//!   KV cache `/ min(t, key/value heads)` (latent attention caches are replicated), and the
+//!   activation workspace kept whole on every GPU (conservative);
+//! - the smallest t whose per-GPU need fits the usable memory is the GPU count; lots =
+//!   `ceil(t / gpus_per_lot)`, priced by [`crate::pricing::quote`], as `lab price` does.
+
+use super::config::Architecture;
+use super::gpu_memory::GpuMemory;
+use crate::catalog::Catalog;
+use crate::compare::lots_needed;
+use crate::pricing::{self, Quote};
+use crate::Result;
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+/// Memory kept back on every GPU for the CUDA context, kernels, library workspaces and
+/// allocator fragmentation: 1 GiB. The H200 measurements (`examples/h200/plan/`) show the
+/// allocator's peak stays below the total minus this.
+pub const RUNTIME_RESERVE_BYTES: u64 = 1 << 30;
+
+/// Largest tensor-parallel degree tried.
+pub const MAX_DEGREE: u64 = 64;
+
+/// The parts of a plan's memory, for the split over GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// Split over t GPUs: weights, gradients, master weights, optimizer states.
+    pub sharded: u128,
+    /// KV cache, split over `min(t, kv_heads)` GPUs (or replicated, `kv_split` false).
+    pub kv: u128,
+    /// Whether the KV cache splits by key/value heads (false for latent attention).
+    pub kv_split: bool,
+    /// Kept whole on every GPU: activation workspace or training activations.
+    pub whole: u128,
+}
+
+/// One catalog GPU model's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Package {
+    /// 1-based rank among fitting packages, cheapest first (null when it does not fit).
+    pub rank: Option<usize>,
+    /// Catalog GPU id.
+    pub gpu: String,
+    /// Catalog model name.
+    pub model: String,
+    /// GPU memory the plan uses, bytes, and its source (`measured` or `datasheet`).
+    pub memory_bytes: u64,
+    /// `measured` or `datasheet`.
+    pub memory_source: String,
+    /// `memory_bytes - RUNTIME_RESERVE_BYTES`.
+    pub usable_bytes_per_gpu: u64,
+    /// Whether some tensor-parallel degree up to [`MAX_DEGREE`] fits.
+    pub fits: bool,
+    /// GPUs needed (the tensor-parallel degree), when it fits.
+    pub gpus: Option<u64>,
+    /// Memory needed on each of those GPUs, bytes (at the largest degree tried when it does
+    /// not fit).
+    pub need_bytes_per_gpu: u64,
+    /// Lots bought, when it fits.
+    pub lots: Option<u64>,
+    /// GPUs in the lots bought (at least `gpus`).
+    pub gpus_bought: Option<u64>,
+    /// Package price for the duration, cents.
+    pub total_cents: Option<i64>,
+    /// Package price, USD (2 decimals).
+    #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
+    pub total_usd: Option<Decimal>,
+    /// Price of one GPU for one day, USD (6 decimals).
+    #[serde(serialize_with = "rust_decimal::serde::str::serialize")]
+    pub usd_per_gpu_day: Decimal,
+    /// Cost per accepted result, USD (6 decimals), when accepted results are given.
+    #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
+    pub unit_cost_usd: Option<Decimal>,
+}
+
+/// Tensor-parallel degrees for `arch`, increasing.
+pub fn degrees(arch: &Architecture) -> Vec<u64> {
+    (1..=MAX_DEGREE.min(arch.heads))
+        .filter(|t| {
+            arch.heads.is_multiple_of(*t)
+                && (arch.latent.is_some()
+                    || arch.kv_heads.is_multiple_of(*t)
+                    || t.is_multiple_of(arch.kv_heads))
+        })
+        .collect()
+}
+
+/// Bytes needed on each GPU at degree `t`.
+pub fn per_gpu(need: &Need, arch: &Architecture, t: u64) -> u128 {
+    let t128 = u128::from(t);
+    let kv = if need.kv_split {
+        need.kv.div_ceil(u128::from(t.min(arch.kv_heads)))
+    } else {
+        need.kv
+    };
+    need.sharded.div_ceil(t128) + kv + need.whole
+}
+
+/// Every catalog GPU model (or only `only`), fitting ones cheapest first, then the others in
+/// catalog order.
+///
+/// # Errors
+/// [`crate::Error::Usage`] for an unknown `only` id, a duration not sold, or a total that
+/// overflows.
+pub fn packages(
+    catalog: &Catalog,
+    memory: &[GpuMemory],
+    arch: &Architecture,
+    need: &Need,
+    days: u32,
+    accepted_results: Option<u64>,
+    only: Option<&str>,
+) -> Result<Vec<Package>> {
+    if let Some(gpu) = only {
+        catalog.find(gpu, days)?;
+    }
+    let degrees = degrees(arch);
+    let mut out: Vec<(Package, Option<Quote>)> = Vec::new();
+    for entry in catalog.entries().iter().filter(|e| e.days == days) {
+        if only.is_some_and(|g| g != entry.gpu) {
+            continue;
+        }
+        let Some(mem) = memory.iter().find(|m| m.gpu == entry.gpu) else {
+            continue;
+        };
+        let usable = mem.memory_bytes.saturating_sub(RUNTIME_RESERVE_BYTES);
+        let mut chosen = None;
+        let mut last_need = 0u128;
+        for &t in &degrees {
+            let n = per_gpu(need, arch, t);
+            last_need = n;
+            if n <= u128::from(usable) {
+                chosen = Some(t);
+                last_need = n;
+                break;
+            }
+        }
+        let quote = match chosen {
+            Some(t) => Some(pricing::quote(
+                catalog,
+                &entry.gpu,
+                days,
+                lots_needed(t, entry.gpus_per_lot),
+                accepted_results,
+            )?),
+            None => None,
+        };
+        out.push((
+            Package {
+                rank: None,
+                gpu: entry.gpu.clone(),
+                model: entry.model.clone(),
+                memory_bytes: mem.memory_bytes,
+                memory_source: mem.source.clone(),
+                usable_bytes_per_gpu: usable,
+                fits: chosen.is_some(),
+                gpus: chosen,
+                need_bytes_per_gpu: u64::try_from(last_need).unwrap_or(u64::MAX),
+                lots: quote.as_ref().map(|q| q.lots),
+                gpus_bought: quote.as_ref().map(|q| q.gpus),
+                total_cents: quote.as_ref().map(|q| q.total_cents),
+                total_usd: quote.as_ref().map(|q| q.total_usd),
+                usd_per_gpu_day: pricing::usd_per_gpu_day(entry),
+                unit_cost_usd: quote.as_ref().and_then(|q| q.unit_cost_usd),
+            },
+            quote,
+        ));
+    }
+    // Fitting first, cheapest total first (ties: cheaper per GPU-day, then id); the others
+    // keep catalog order.
+    out.sort_by(|(a, _), (b, _)| match (a.total_cents, b.total_cents) {
+        (Some(x), Some(y)) => x.cmp(&y).then_with(|| {
+            let ea = catalog.find(&a.gpu, days).ok();
+            let eb = catalog.find(&b.gpu, days).ok();
+            match (ea, eb) {
+                (Some(ea), Some(eb)) => pricing::compare_per_gpu_day(ea, eb),
+                _ => a.gpu.cmp(&b.gpu),
+            }
+        }),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    let mut rank = 0;
+    Ok(out
+        .into_iter()
+        .map(|(mut p, _)| {
+            if p.fits {
+                rank += 1;
+                p.rank = Some(rank);
+            }
+            p
+        })
+        .collect())
+}

@@ -1,0 +1,160 @@
+//! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (exit 2, one line).
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn lab() -> Command {
+    Command::cargo_bin("lab").unwrap()
+}
+
+fn models() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/models")
+}
+
+fn plan_json(args: &[&str]) -> Value {
+    let out = lab().arg("plan").args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn llama_3_1_8b_worked_check() {
+    let model = models().join("llama-3.1-8b");
+    let p = plan_json(&["--model", model.to_str().unwrap(), "--context", "8192"]);
+    assert_eq!(p["parameters"], 8030261248u64);
+    assert_eq!(p["memory"]["weights_bytes"], 16060522496u64);
+    assert_eq!(p["memory"]["kv_cache_bytes_per_token"], 131072);
+    assert_eq!(p["memory"]["kv_cache_bytes"], 1073741824u64);
+    let pk = p["packages"].as_array().unwrap();
+    let find = |id: &str| pk.iter().find(|x| x["gpu"] == id).unwrap().clone();
+    // One T4 cannot hold it (it takes two); one H200 can.
+    assert_ne!(find("t4")["gpus"], 1);
+    assert_eq!(find("h200")["gpus"], 1);
+    assert_eq!(find("h200")["fits"], true);
+    assert_eq!(find("h200")["lots"], 1);
+    assert_eq!(find("h200")["total_cents"], 51072);
+    // Fitting packages cheapest first.
+    let totals: Vec<i64> = pk
+        .iter()
+        .filter_map(|x| x["total_cents"].as_i64())
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] <= w[1]));
+    // Only T4 restricted: one GPU is not enough.
+    let t4 = plan_json(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--context",
+        "8192",
+        "--gpu",
+        "t4",
+    ]);
+    assert_eq!(t4["packages"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn known_parameter_counts_per_family() {
+    for (name, params) in [
+        ("llama-3.2-1b", 1235814400u64),
+        ("mistral-7b-v0.1", 7241732096),
+        ("qwen2.5-0.5b", 494032768),
+        ("qwen3-0.6b", 596049920),
+        ("gemma-2-2b", 2614341888),
+        ("gemma-3-1b", 999885952),
+        ("phi-3-mini-4k", 3821079552),
+        ("mixtral-8x7b", 46702792704),
+        ("deepseek-v2-lite", 15706484224),
+    ] {
+        let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
+        assert_eq!(p["parameters"], params, "{name}");
+    }
+}
+
+#[test]
+fn quantized_and_fractional_bits() {
+    let model = models().join("llama-3.1-8b");
+    let m = model.to_str().unwrap();
+    let bf16 = plan_json(&["--model", m]);
+    let int4 = plan_json(&["--model", m, "--weights-dtype", "int4"]);
+    let bits = plan_json(&["--model", m, "--bits", "4.5"]);
+    let w = |v: &Value| v["memory"]["weights_bytes"].as_u64().unwrap();
+    // Embedding and head (2 x 128256 x 4096) and norms stay 16-bit.
+    let rest = 8030261248u64 - 6979321856;
+    assert_eq!(w(&bits), 6979321856 * 45 / 80 + rest * 2);
+    assert!(w(&int4) < w(&bits) && w(&bits) < w(&bf16));
+    let train = plan_json(&[
+        "--model",
+        m,
+        "--mode",
+        "training",
+        "--batch",
+        "1",
+        "--context",
+        "1024",
+    ]);
+    assert_eq!(train["memory"]["optimizer_bytes"], 8030261248u64 * 8);
+    assert_eq!(train["memory"]["master_weights_bytes"], 8030261248u64 * 4);
+}
+
+#[test]
+fn errors_are_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let check = |path: &std::path::Path, needle: &str| {
+        let out = lab().args(["plan", "--model"]).arg(path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{needle}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    };
+    check(d, "no config.json");
+    std::fs::write(d.join("config.json"), r#"{"model_type":"gpt_neox"}"#).unwrap();
+    check(d, "unknown model_type");
+    let cfg = std::fs::read_to_string(models().join("llama-3.2-1b/config.json")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        cfg.replace("\"vocab_size\"", "\"vocab\""),
+    )
+    .unwrap();
+    check(d, "vocab_size");
+    std::fs::write(d.join("config.json"), &cfg).unwrap();
+    std::fs::write(d.join("model.safetensors"), [5u8, 0, 0]).unwrap();
+    check(d, "truncated");
+    let mut bytes = 1000u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"{}");
+    std::fs::write(d.join("model.safetensors"), &bytes).unwrap();
+    check(d, "does not fit");
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "model-00001-of-00002.safetensors");
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"../x.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "plain file name");
+    for args in [
+        vec!["--batch", "0"],
+        vec!["--context", "1e3"],
+        vec!["--bits", "4.55555"],
+        vec!["--mode", "serve"],
+        vec!["--kv-dtype", "int3"],
+        vec!["--days", "5"],
+        vec!["--gpu", "x100"],
+    ] {
+        let out = lab()
+            .args(["plan", "--model"])
+            .arg(models().join("llama-3.2-1b"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    }
+}
