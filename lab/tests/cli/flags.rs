@@ -287,7 +287,11 @@ fn refused(slot: &Slot, value: &str) -> bool {
     assert!(output.stdout.is_empty(), "{args:?}");
     assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
     assert!(
-        stderr.starts_with(&format!("lab: error: invalid value '{value}' {marker}")),
+        // The value is quoted as typed, hidden characters escaped (lab::text::one_line).
+        stderr.starts_with(&format!(
+            "lab: error: invalid value '{}' {marker}",
+            lab::text::one_line(value)
+        )),
         "{args:?}: {stderr}"
     );
     true

@@ -35,6 +35,11 @@ fn invocation(name: &str, dir: &Path) -> Vec<String> {
             .map(String::from)
             .to_vec(),
         "tariffs" => vec!["tariffs".into()],
+        "plan" => vec![
+            "plan".into(),
+            "--model".into(),
+            path(&repo_root().join("examples/models/llama-3.1-8b")),
+        ],
         "compare" => ["compare", "--gpus", "4", "--days", "7"]
             .map(String::from)
             .to_vec(),
