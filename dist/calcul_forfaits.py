@@ -144,19 +144,48 @@ def whole_number(text, maximum):
     return value if value <= maximum else None
 
 
+# Rust's char::is_whitespace (Unicode White_Space), which lab's number rule uses for its
+# "(no spaces)" hint.
+_WHITE_SPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
+    + "".join(chr(code) for code in range(0x2000, 0x200B))
+)
+# The value name lab shows for each flag of `lab price` (lab/src/cli/mod.rs, value_name).
+FLAG_METAVARS = {"--days": "D", "--lots": "N", "--accepted-results": "K"}
+
+
+def flag_refusal(flag, text, reason):
+    """``lab``'s one line for a refused flag value, word for word:
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``one_line``)."""
+    return f"invalid value '{one_line(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+
+
 def positive_integer(flag, text, maximum):
     """Parses a flag value made of ASCII digits only, from 1 to ``maximum``.
 
     Raises PriceError (exit 2) for zero, signs, decimals, exponents, separators, spaces or
-    a number too large (however many digits).
+    a number too large (however many digits), with ``lab``'s message (lab/src/values.rs,
+    ``whole``).
     """
     value = whole_number(text, maximum)
-    if value is None or value < 1:
-        hint = ""
-        if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
-            hint = " (digits only: no decimal point, exponent or separator)"
-        raise PriceError(f"{flag} must be a whole number from 1 to {maximum}, got '{text}'{hint}")
-    return value
+    if value is not None and value >= 1:
+        return value
+    span = "of at least 1" if maximum == U64_MAX else f"from 1 to {maximum}"
+    if _is_digits(text):
+        reason = f"must be a whole number {span}" if value == 0 else f"must be a whole number from 1 to {maximum}"
+    else:
+        # lab judges the text as it shows it (hidden characters escaped), so the hints do too.
+        shown = one_line(text)
+        if shown.startswith(("-", "+")):
+            hint = " (no sign)"
+        elif any(char in _WHITE_SPACE for char in shown):
+            hint = " (no spaces)"
+        elif any(mark in shown for mark in "eE.,_"):
+            hint = " (write all the digits: no decimal point, exponent or separator)"
+        else:
+            hint = ""
+        reason = f"must be a whole number {span}, written with the digits 0-9 only{hint}"
+    raise PriceError(flag_refusal(flag, text, reason))
 
 
 def parse_days(text):
@@ -164,7 +193,7 @@ def parse_days(text):
     days = whole_number(text, max(DURATIONS))
     if days in DURATIONS:
         return days
-    raise PriceError(f"--days must be one of {durations_list()} (packages are not pro-rated), got '{text}'")
+    raise PriceError(flag_refusal("--days", text, f"must be one of {durations_list()} (packages are not pro-rated)"))
 
 
 def _catalog_integer(text, maximum):

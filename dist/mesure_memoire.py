@@ -42,6 +42,7 @@ TOOL = {"name": "iteragpu-lab", "version": "1.0.0", "implementation": "python"}
 SCHEMA_ID = "iteragpu-lab/measurement/v1"
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _INTEGER = re.compile(r"[0-9]+")
+_U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
 # One explicit character rule, the same as lab's (lab/src/text.rs), not what Python calls
 # whitespace or printable: *hidden* characters are the C0 controls, DEL, the C1 controls,
@@ -116,31 +117,83 @@ def _number_text(value):
         return f"a number of {value.bit_length()} bits"
 
 
+# Rust's char::is_whitespace (Unicode White_Space), which lab's number rule uses for its
+# "(no spaces)" hint; str.isspace() differs (it also counts U+001C..U+001F).
+_WHITE_SPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000"
+    + "".join(chr(code) for code in range(0x2000, 0x200B))
+)
+# The value name lab shows for each flag (lab/src/cli/*.rs, value_name or clap's default).
+FLAG_METAVARS = {
+    "--parameters": "P",
+    "--bits": "B",
+    "--reserve-gib": "R",
+    "--device": "cuda:N|all|LIST",
+    "--batch": "N",
+    "--context": "N",
+    "--width": "N",
+    "--dtype": "DTYPE",
+    "--warmup": "WARMUP",
+    "--repeats": "REPEATS",
+    "--seed": "SEED",
+    "--graph-replays": "N",
+}
+
+
+def flag_refusal(flag, text, reason):
+    """``lab``'s one line for a refused flag value, word for word:
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``one_line``)."""
+    return f"invalid value '{one_line(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+
+
+def whole_number_reason(text, minimum, maximum):
+    """``(number, None)`` when ``text`` is ASCII digits only (leading zeros allowed) in
+    ``[minimum, maximum]``, else ``(None, reason)`` with ``lab``'s reason (lab/src/values.rs,
+    ``whole``). The length is checked before converting: Python refuses to convert more than
+    4300 digits, while a long number is simply too large."""
+    span = f"of at least {minimum}" if maximum == _U64_MAX else f"from {minimum} to {maximum}"
+    if _INTEGER.fullmatch(text):
+        digits = text.lstrip("0") or "0"
+        number = int(digits) if len(digits) <= len(str(maximum)) else None
+        if number is not None and minimum <= number <= maximum:
+            return number, None
+        if number is not None and number < minimum:
+            return None, f"must be a whole number {span}"
+        return None, f"must be a whole number from {minimum} to {maximum}"
+    # lab judges the text as it shows it (hidden characters escaped), so the hints do too.
+    shown = one_line(text)
+    if shown.startswith(("-", "+")):
+        hint = " (no sign)"
+    elif any(char in _WHITE_SPACE for char in shown):
+        hint = " (no spaces)"
+    elif any(mark in shown for mark in "eE.,_"):
+        hint = " (write all the digits: no decimal point, exponent or separator)"
+    else:
+        hint = ""
+    return None, f"must be a whole number {span}, written with the digits 0-9 only{hint}"
+
+
 def parse_int(name, value, minimum, maximum=_U64_MAX):
     """Returns ``value`` as an int in ``[minimum, maximum]``, or raises KitError (exit 2).
 
     Accepts an int (not a bool) or a string of ASCII digits only, the syntax ``lab`` accepts:
     no sign, decimal point, exponent, separator or space (``7e9`` is refused; write
-    ``7000000000``). Leading zeros are allowed; the length is checked before converting, so
-    that a number of any length is "too large" (Python refuses to convert over 4300 digits).
+    ``7000000000``). Leading zeros are allowed; a number of any length is "too large". The
+    message is ``lab``'s for the flag ``name`` (``flag_refusal``).
     """
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got {value!r}")
+        raise KitError(flag_refusal(name, repr(value), whole_number_reason("", minimum, maximum)[1]))
     if isinstance(value, int):
-        number, text = value, _number_text(value)
-    else:
-        text, number = value, None
-        digits = text.lstrip("0") or "0"
-        if _INTEGER.fullmatch(text) and len(digits) <= len(str(maximum)):
-            number = int(digits)
-    if number is None or not minimum <= number <= maximum:
-        hint = ""
-        if any(mark in text for mark in "eE.,_") and not text.startswith("-"):
-            if name == "--parameters":
-                hint = " (write all the digits, e.g. 7000000000)"
-            else:
-                hint = " (digits only: no decimal point, exponent or separator)"
-        raise KitError(f"{name} must be a whole number from {minimum} to {maximum}, got '{text}'{hint}")
+        if minimum <= value <= maximum:
+            return value
+        text = _number_text(value)
+        # The reason for a text of the same standing: negative, below the range or above it.
+        judged = "-" if value < 0 else str(min(value, maximum + 1))
+        reason = whole_number_reason(judged, minimum, maximum)[1]
+        raise KitError(flag_refusal(name, text, reason))
+    number, reason = whole_number_reason(value, minimum, maximum)
+    if reason is not None:
+        raise KitError(flag_refusal(name, value, reason))
     return number
 
 
@@ -165,6 +218,28 @@ EXCLUDED_FROM_ESTIMATE = [
 RESERVE_MAX_INTEGER_DIGITS = 15
 RESERVE_MAX_FRACTION_DIGITS = 12
 _RESERVE = re.compile(r"([0-9]+)(?:\.([0-9]+))?")
+# ASCII letters only, as Rust's to_ascii_lowercase (str.lower() also folds other scripts).
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _reserve_reason(text):
+    """``lab``'s reason for refusing ``text`` as a reserve in GiB (lab/src/values.rs,
+    ``reserve_gib``), or None when it is accepted."""
+    unsigned = text.translate(_ASCII_LOWER).lstrip("+-")
+    if unsigned in ("nan", "inf", "infinity"):
+        return "must be a finite number of GiB"
+    if text.startswith("-"):
+        return "must not be negative (use 0 for no reserve)"
+    match = _RESERVE.fullmatch(text)
+    if not match:
+        return "must be a plain decimal number of GiB such as 4 or 0.5"
+    integer, fraction = match.group(1), match.group(2) or ""
+    if len(integer.lstrip("0")) > RESERVE_MAX_INTEGER_DIGITS or len(fraction) > RESERVE_MAX_FRACTION_DIGITS:
+        return (
+            f"accepts at most {RESERVE_MAX_INTEGER_DIGITS} digits before the point and "
+            f"{RESERVE_MAX_FRACTION_DIGITS} after"
+        )
+    return None
 
 
 def parse_reserve_gib(value):
@@ -177,21 +252,12 @@ def parse_reserve_gib(value):
     non-finite values (``inf``, ``nan``) get their own message.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
-        raise KitError(f"--reserve-gib must be a number of GiB such as 4 or 0.5, not {value!r}")
+        raise KitError(flag_refusal("--reserve-gib", repr(value), "must be a plain decimal number of GiB such as 4 or 0.5"))
     text = value if isinstance(value, str) else _number_text(value)
-    if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        raise KitError(f"--reserve-gib must be a finite number of GiB, got '{text}'")
-    if text.startswith("-"):
-        raise KitError(f"--reserve-gib must not be negative, got '{text}' (use 0 for no reserve)")
-    match = _RESERVE.fullmatch(text)
-    if not match:
-        raise KitError(f"--reserve-gib must be a plain decimal number of GiB such as 4 or 0.5, got '{text}'")
-    integer, fraction = match.group(1), match.group(2) or ""
-    if len(integer.lstrip("0")) > RESERVE_MAX_INTEGER_DIGITS or len(fraction) > RESERVE_MAX_FRACTION_DIGITS:
-        raise KitError(
-            f"--reserve-gib accepts at most {RESERVE_MAX_INTEGER_DIGITS} digits before the point and "
-            f"{RESERVE_MAX_FRACTION_DIGITS} after, got '{text}'"
-        )
+    reason = _reserve_reason(text)
+    if reason is not None:
+        # lab judges the text as it shows it (hidden characters escaped).
+        raise KitError(flag_refusal("--reserve-gib", text, _reserve_reason(one_line(text))))
     return Decimal(text)
 
 
@@ -258,6 +324,48 @@ def estimate_text(result):
 _DEVICE_MAX = 2**31 - 1
 
 
+def _device_reason(text):
+    """``lab``'s reason for refusing ``text`` as one GPU (lab/src/values.rs, ``device``), or
+    None when it is ``cuda:N`` written as PyTorch prints it."""
+    if text.startswith("cuda:"):
+        index = text[len("cuda:"):]
+        if not _INTEGER.fullmatch(index):
+            return "write cuda:N with N a GPU index, e.g. cuda:0"
+        if len(index) > 1 and index.startswith("0"):
+            return f"the GPU index has a leading zero: write cuda:{index.lstrip('0') or '0'}"
+        # At most 10 digits are converted: a longer index is too large whatever it is.
+        if len(index) > 10 or int(index) > _DEVICE_MAX:
+            return f"the GPU index is too large: write cuda:N with N at most {_DEVICE_MAX}"
+        return None
+    if text == "cuda":
+        return "name the GPU index explicitly, e.g. cuda:0 (a bare 'cuda' is refused)"
+    if text == "cpu":
+        return "'cpu' is not a GPU: lab measures a GPU and never falls back to the CPU; write cuda:N"
+    if text == "mps" or text.startswith("mps:"):
+        return "Apple Metal is not supported: the measurement needs a CUDA or ROCm GPU named cuda:N"
+    return "write cuda:N, e.g. cuda:0 (ROCm GPUs are cuda:N too)"
+
+
+def _devices_reason(text):
+    """``lab``'s reason for refusing ``text`` as ``--device`` (lab/src/values.rs, ``devices``:
+    one ``cuda:N``, ``all`` or a list ``cuda:0,cuda:1``), or None when ``lab`` accepts it."""
+    if text == "all":
+        return None
+    if "," not in text:
+        return _device_reason(text)
+    seen = []
+    for part in text.split(","):
+        if not part:
+            return "has an empty entry: write cuda:0,cuda:1 (or all)"
+        reason = _device_reason(part)
+        if reason is not None:
+            return f"entry '{part}': {reason}"
+        if part in seen:
+            return f"names {part} twice: list each GPU once (or write all)"
+        seen.append(part)
+    return None
+
+
 def parse_device(device):
     """Returns the GPU index of a ``cuda:N`` device string, or raises KitError (exit 2).
 
@@ -266,32 +374,26 @@ def parse_device(device):
     name their GPUs ``cuda:N``. The one spelling accepted, as PyTorch's own parser and
     ``lab``: ``cuda:`` then ``0`` or a non-zero digit followed by digits, at most 2147483647;
     no space, sign, leading zero or capital (``cuda:01``, ``cuda:0 ``, ``cuda:+1``,
-    ``CUDA:0`` are refused, with ``lab``'s messages).
+    ``CUDA:0`` are refused, with ``lab``'s messages). ``all`` and lists, which ``lab``
+    accepts, are refused: this kit measures one GPU.
     """
     text = str(device)
-    if text.startswith("cuda:"):
-        index = text[len("cuda:"):]
-        if not _INTEGER.fullmatch(index):
-            raise KitError(f"unrecognised device '{text}': write cuda:N with N a GPU index, e.g. --device cuda:0")
-        if len(index) > 1 and index.startswith("0"):
-            raise KitError(f"device index '{index}' has a leading zero: write cuda:{index.lstrip('0') or '0'}")
-        # At most 10 digits are converted: a longer index is too large whatever it is.
-        if len(index) > 10 or int(index) > _DEVICE_MAX:
-            raise KitError(f"device index '{index}' is too large: write cuda:N with N at most {_DEVICE_MAX}")
-        return int(index)
-    if text == "cuda":
-        raise KitError("name the GPU index explicitly, e.g. --device cuda:0 (a bare 'cuda' is refused)")
-    if text == "cpu":
-        raise KitError(
-            "'cpu' is not a GPU: this tool measures a GPU and never falls back to the CPU; "
-            "use --device cuda:N"
-        )
-    if text == "mps" or text.startswith("mps:"):
-        raise KitError(
-            f"'{text}' (Apple Metal) is not supported: the measurement needs a CUDA or ROCm GPU "
-            "named cuda:N"
-        )
-    raise KitError(f"unrecognised device '{text}': write cuda:N, e.g. --device cuda:0 (ROCm GPUs are cuda:N too)")
+    reason = device_refusal(text)
+    if reason is not None:
+        raise KitError(flag_refusal("--device", text, reason))
+    return int(text[len("cuda:"):])
+
+
+def device_refusal(device):
+    """Why ``device`` is not one ``cuda:N`` this kit can use (``lab``'s reason), or None."""
+    text = str(device)
+    if _device_reason(text) is None:
+        return None
+    # lab judges the text as it shows it (hidden characters escaped).
+    reason = _devices_reason(one_line(text))
+    if reason is None:
+        reason = "this kit measures one GPU at a time: write cuda:N (lab measure also takes all or a list)"
+    return reason
 
 
 def import_torch():
@@ -349,10 +451,8 @@ def collect_environment(device, torch=None, reason=None):
     missing. Collects no environment variable, host name or user name. ``torch``/``reason``
     come from ``import_torch`` when the caller has already imported it.
     """
-    try:
-        index, device_error = parse_device(device), None
-    except KitError as error:
-        index, device_error = None, str(error)
+    device_error = device_refusal(device)
+    index = None if device_error is not None else parse_device(device)
     if torch is None and reason is None:
         torch, reason = import_torch()
     env = {
@@ -754,13 +854,13 @@ def run_measurement(device, batch, context, width, dtype="float32", warmup=1, re
     batch = parse_int("--batch", batch, 1)
     context = parse_int("--context", context, 1)
     width = parse_int("--width", width, 1)
-    warmup = parse_int("--warmup", warmup, 0)
-    repeats = parse_int("--repeats", repeats, 1)
+    warmup = parse_int("--warmup", warmup, 0, _U32_MAX)
+    repeats = parse_int("--repeats", repeats, 1, _U32_MAX)
     seed = parse_int("--seed", seed, 0, 2**63 - 1)
     if graph_replays is not None:
         graph_replays = parse_int("--graph-replays", graph_replays, 1, GRAPH_MAX_REPLAYS)
     if dtype not in DTYPE_BYTES:
-        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{dtype}'")
+        raise KitError(flag_refusal("--dtype", str(dtype), "must be one of float32, float16, bfloat16"))
     torch, index = require_gpu(device)
     created_utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     environment = collect_environment(f"cuda:{index}", torch=torch)
@@ -1006,11 +1106,14 @@ def _cli_environment(args):
 
 def _cli_measure(args):
     """``measure``: validates everything, measures, writes the new JSON file; returns 0."""
-    for name in ("batch", "context", "width", "warmup", "repeats", "seed"):
-        minimum = 0 if name in ("warmup", "seed") else 1
-        parse_int(f"--{name}", getattr(args, name), minimum, 2**63 - 1 if name == "seed" else _U64_MAX)
+    # lab's bounds (lab/src/values.rs): passes and repetitions fit in 32 bits, a seed in i64.
+    for name, minimum, maximum in (
+        ("batch", 1, _U64_MAX), ("context", 1, _U64_MAX), ("width", 1, _U64_MAX),
+        ("warmup", 0, _U32_MAX), ("repeats", 1, _U32_MAX), ("seed", 0, 2**63 - 1),
+    ):
+        parse_int(f"--{name}", getattr(args, name), minimum, maximum)
     if args.dtype not in DTYPE_BYTES:
-        raise KitError(f"--dtype must be one of float32, float16, bfloat16, got '{args.dtype}'")
+        raise KitError(flag_refusal("--dtype", args.dtype, "must be one of float32, float16, bfloat16"))
     if args.graph_replays is not None:
         parse_int("--graph-replays", args.graph_replays, 1, GRAPH_MAX_REPLAYS)
     parse_device(args.device)

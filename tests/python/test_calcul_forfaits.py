@@ -218,7 +218,7 @@ class BadInput(unittest.TestCase):
             self.assert_refused(["--gpu", "b200", "--days", "7", "--lots", lots], fragment="--lots")
         line = self.assert_refused(
             ["--gpu", "b200", "--days", "7", "--lots", "1.5"],
-            fragment="got '1.5' (digits only: no decimal point, exponent or separator)",
+            fragment="invalid value '1.5' for '--lots <N>': must be a whole number of at least 1, written with the digits 0-9 only (write all the digits: no decimal point, exponent or separator)",
         )
         self.assertNotIn("7000000000", line)
 
@@ -473,11 +473,11 @@ class ControlCharacters(unittest.TestCase):
         cases = [
             ("--gpu", "b2\x1b[31m00", 2, "unknown GPU 'b2\\u{1b}[31m00'; valid ids: "),
             ("--gpu", "b2\n00", 2, "unknown GPU 'b2\\n00'"),
-            ("--days", "7\x1b", 2, "got '7\\u{1b}'"),
-            ("--days", "\x1b[2J7", 2, "got '\\u{1b}[2J7'"),
-            ("--lots", "1\x1b", 2, "--lots must be a whole number from 1 to 18446744073709551615, got '1\\u{1b}'"),
-            ("--lots", "1\n2\t\x7f\x85\r", 2, "got '1\\n2\\t\\u{7f}\\u{85}\\r'"),
-            ("--accepted-results", "\x07", 2, "--accepted-results must be a whole number from 1 to 18446744073709551615, got '\\u{7}'"),
+            ("--days", "7\x1b", 2, "invalid value '7\\u{1b}' for '--days <D>': must be one of 3, 7, 30 (packages are not pro-rated)"),
+            ("--days", "\x1b[2J7", 2, "invalid value '\\u{1b}[2J7' for '--days <D>'"),
+            ("--lots", "1\x1b", 2, "invalid value '1\\u{1b}' for '--lots <N>': must be a whole number of at least 1, written with the digits 0-9 only"),
+            ("--lots", "1\n2\t\x7f\x85\r", 2, "invalid value '1\\n2\\t\\u{7f}\\u{85}\\r' for '--lots <N>'"),
+            ("--accepted-results", "\x07", 2, "invalid value '\\u{7}' for '--accepted-results <K>': must be a whole number of at least 1, written with the digits 0-9 only"),
             ("--tariffs", "/no/such/\x1b[31m.csv", 1, "cannot read catalog /no/such/\\u{1b}[31m.csv: "),
         ]
         for flag, value, code, fragment in cases:
@@ -534,9 +534,9 @@ class InputClasses(unittest.TestCase):
             with self.subTest(digits=len(value)):
                 base = {"--gpu": "t4", "--days": "3", "--lots": "1"}
                 for flag, fragment in (
-                    ("--lots", "--lots must be a whole number from 1 to 18446744073709551615"),
-                    ("--days", "--days must be one of 3, 7, 30"),
-                    ("--accepted-results", "--accepted-results must be a whole number from 1 to"),
+                    ("--lots", "for '--lots <N>': must be a whole number from 1 to 18446744073709551615"),
+                    ("--days", "for '--days <D>': must be one of 3, 7, 30 (packages are not pro-rated)"),
+                    ("--accepted-results", "for '--accepted-results <K>': must be a whole number from 1 to 18446744073709551615"),
                 ):
                     args = dict(base, **{flag: value})
                     self.refused([item for pair in args.items() for item in pair], fragment)

@@ -177,10 +177,10 @@ class Estimate(unittest.TestCase):
         # (18 after) is refused with the limit named, on both sides.
         for over in ("123456789012345.123456789012345678", "0.1234567890123", "1234567890123456.5"):
             message = str(self.error(lambda: mm.parse_reserve_gib(over)))
-            self.assertIn("--reserve-gib accepts at most 15 digits before the point and 12 after", message)
-        self.assertIn("e.g. 7000000000", str(self.error(lambda: mm.parse_int("--parameters", "7e9", 1))))
+            self.assertIn(f"invalid value '{over}' for '--reserve-gib <R>': accepts at most 15 digits before the point and 12 after", message)
+        self.assertIn("(write all the digits: no decimal point, exponent or separator)", str(self.error(lambda: mm.parse_int("--parameters", "7e9", 1))))
         bits = str(self.error(lambda: mm.parse_int("--bits", "8.5", 1)))
-        self.assertIn("digits only", bits)
+        self.assertIn("written with the digits 0-9 only (write all the digits", bits)
         self.assertNotIn("7000000000", bits)
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
@@ -264,11 +264,11 @@ class Guards(unittest.TestCase):
             ("mps", "not supported"),
             ("mps:0", "not supported"),
             ("cuda", "explicitly"),
-            ("cuda:", "unrecognised"),
-            ("cuda:x", "unrecognised"),
-            ("cuda:-1", "unrecognised"),
-            ("gpu0", "unrecognised"),
-            ("", "unrecognised"),
+            ("cuda:", "write cuda:N with N a GPU index"),
+            ("cuda:x", "write cuda:N with N a GPU index"),
+            ("cuda:-1", "write cuda:N with N a GPU index"),
+            ("gpu0", "write cuda:N, e.g. cuda:0"),
+            ("", "write cuda:N, e.g. cuda:0"),
         ):
             with self.subTest(device=device):
                 done = run("measure", "--device", device, *SMALL, "--output", self.output, isolated=True)
@@ -883,21 +883,21 @@ class ControlCharacters(unittest.TestCase):
     def test_errors_are_escaped_like_lab(self):
         self.assert_clean_refusal(
             ["estimate", "--parameters", "7\x1b[2J", "--bits", "16"],
-            "--parameters must be a whole number from 1 to 18446744073709551615, got '7\\u{1b}[2J'",
+            "invalid value '7\\u{1b}[2J' for '--parameters <P>': must be a whole number of at least 1, written with the digits 0-9 only",
         )
         self.assert_clean_refusal(
             ["estimate", "--parameters", "7", "--bits", "16", "--reserve-gib", "4\n\t\x85"],
-            "got '4\\n\\t\\u{85}'",
+            "invalid value '4\\n\\t\\u{85}' for '--reserve-gib <R>': must be a plain decimal number of GiB",
         )
         with tempfile.TemporaryDirectory() as folder:
             output = os.path.join(folder, "m.json")
             self.assert_clean_refusal(
                 ["measure", "--device", "cu\x1bda:0", *SMALL, "--output", output],
-                "unrecognised device 'cu\\u{1b}da:0'",
+                "invalid value 'cu\\u{1b}da:0' for '--device <cuda:N|all|LIST>': write cuda:N, e.g. cuda:0",
             )
             self.assert_clean_refusal(
                 ["measure", "--device", "cuda:0", *SMALL, "--dtype", "f\x1b", "--output", output],
-                "--dtype must be one of float32, float16, bfloat16, got 'f\\u{1b}'",
+                "invalid value 'f\\u{1b}' for '--dtype <DTYPE>': must be one of float32, float16, bfloat16",
             )
             self.assertEqual(os.listdir(folder), [])
         self.assert_clean_refusal(["estimate", "--parameters", "7", "--bits", "16", "--x\x7f"], "--x\\u{7f}")
@@ -935,25 +935,25 @@ class EnvironmentDiagnostic(unittest.TestCase):
 
     NOT_GPU = {
         "cpu": "'cpu' is not a GPU",
-        "mps": "'mps' (Apple Metal) is not supported",
-        "mps:0": "'mps:0' (Apple Metal) is not supported",
+        "mps": "Apple Metal is not supported: the measurement needs a CUDA or ROCm GPU named cuda:N",
+        "mps:0": "Apple Metal is not supported",
         "cuda": "a bare 'cuda' is refused",
-        "cuda:x": "unrecognised device 'cuda:x'",
-        "cuda:-1": "unrecognised device 'cuda:-1'",
-        "": "unrecognised device ''",
-        "cuda:99999999999": "device index '99999999999' is too large: write cuda:N with N at most 2147483647",
-        "cuda:2147483648": "device index '2147483648' is too large",
+        "cuda:x": "write cuda:N with N a GPU index, e.g. cuda:0",
+        "cuda:-1": "write cuda:N with N a GPU index",
+        "": "write cuda:N, e.g. cuda:0 (ROCm GPUs are cuda:N too)",
+        "cuda:99999999999": "the GPU index is too large: write cuda:N with N at most 2147483647",
+        "cuda:2147483648": "the GPU index is too large",
         "cuda:" + "9" * 4400: "is too large: write cuda:N with N at most 2147483647",
         # One spelling only, as PyTorch and lab: no leading zero, space, sign or capital.
-        "cuda:01": "device index '01' has a leading zero: write cuda:1",
-        "cuda:00": "device index '00' has a leading zero: write cuda:0",
+        "cuda:01": "the GPU index has a leading zero: write cuda:1",
+        "cuda:00": "the GPU index has a leading zero: write cuda:0",
         "cuda:" + "0" * 4400 + "7": "has a leading zero: write cuda:7",
-        "cuda:0 ": "unrecognised device 'cuda:0 ': write cuda:N with N a GPU index",
-        " cuda:0": "unrecognised device ' cuda:0'",
-        "cuda: 0": "unrecognised device 'cuda: 0'",
-        "cuda:+1": "unrecognised device 'cuda:+1'",
-        "CUDA:0": "unrecognised device 'CUDA:0'",
-        "cuda:\u0663": "unrecognised device 'cuda:\u0663'",
+        "cuda:0 ": "write cuda:N with N a GPU index",
+        " cuda:0": "write cuda:N, e.g. cuda:0 (ROCm",
+        "cuda: 0": "write cuda:N with N a GPU index",
+        "cuda:+1": "write cuda:N with N a GPU index",
+        "CUDA:0": "write cuda:N, e.g. cuda:0 (ROCm",
+        "cuda:\u0663": "write cuda:N with N a GPU index",
     }
 
     def setUp(self):
@@ -1058,15 +1058,15 @@ class InputClasses(unittest.TestCase):
     def test_integers_past_the_conversion_limit_are_too_large(self):
         for value in ("9" * 4400, "1" + "0" * 5000, "9" * 100_000):
             with self.subTest(digits=len(value)):
-                self.refused(["estimate", "--parameters", value, "--bits", "16"], "--parameters must be a whole number from 1 to")
-                self.refused(["estimate", "--parameters", "7", "--bits", value], "--bits must be a whole number from 1 to 4294967295")
-                self.refused(["estimate", "--parameters", "7", "--bits", "16", "--reserve-gib", value], "--reserve-gib accepts at most 15 digits")
+                self.refused(["estimate", "--parameters", value, "--bits", "16"], "for '--parameters <P>': must be a whole number from 1 to 18446744073709551615")
+                self.refused(["estimate", "--parameters", "7", "--bits", value], "for '--bits <B>': must be a whole number from 1 to 4294967295")
+                self.refused(["estimate", "--parameters", "7", "--bits", "16", "--reserve-gib", value], "for '--reserve-gib <R>': accepts at most 15 digits")
                 with tempfile.TemporaryDirectory() as folder:
                     output = os.path.join(folder, "m.json")
                     for flag in ("--batch", "--context", "--width", "--warmup", "--repeats", "--seed"):
                         args = {"--device": "cuda:0", "--batch": "1", "--context": "1", "--width": "1", "--output": output}
                         args[flag] = value
-                        self.refused(["measure", *[item for pair in args.items() for item in pair]], f"{flag} must be a whole number")
+                        self.refused(["measure", *[item for pair in args.items() for item in pair]], f"for '{flag} <")
                     self.refused(["measure", "--device", "cuda:" + value, *SMALL, "--output", output], "is too large: write cuda:N with N at most 2147483647")
                     self.assertEqual(os.listdir(folder), [])
 
@@ -1083,7 +1083,7 @@ class InputClasses(unittest.TestCase):
                 with self.assertRaises(mm.KitError) as caught:
                     mm.estimate_weights(value, 16)
                 self.assertEqual(caught.exception.exit_code, 2)
-                self.assertIn("--parameters must be a whole number from 1 to", str(caught.exception))
+                self.assertIn("for '--parameters <P>': must be a whole number", str(caught.exception))
                 with self.assertRaises(mm.KitError):
                     mm.estimate_weights(7, 16, value)
         self.assertIn("a number of 16610 bits", str(self._error(lambda: mm.parse_int("--batch", 10**5000, 1))))
