@@ -1,7 +1,17 @@
 //! `lab` through its binary: one integration-test program for the command line, one module per
 //! concern, the shared helpers in [`support`].
 
+mod compare;
 mod completions;
+mod estimate;
 mod flags;
+mod fleet;
+mod measure_guard;
+mod messages;
+mod price;
+mod record;
+mod report;
 mod stdout;
 mod support;
+mod sweep;
+mod verify_kit;

@@ -44,6 +44,16 @@ pub fn usage_error(args: &[&str], needle: &str) -> String {
     line.to_owned()
 }
 
+/// Checks the `output` of a refused run: exit `code`, nothing on stdout, exactly one stderr
+/// line containing `needle`.
+pub fn assert_refused(output: &std::process::Output, code: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
+}
+
 /// Runs `args`, expects success, and parses stdout as one JSON value.
 pub fn json(args: &[&str]) -> serde_json::Value {
     let output = lab().args(args).output().unwrap();

@@ -3,46 +3,19 @@
 //! `main`, on both the library-error path and clap's usage-error path (`lab::text::one_line`),
 //! and in what `lab environment` prints back on stdout.
 
-use assert_cmd::Command;
-
-fn lab() -> Command {
-    let mut command = Command::cargo_bin("lab").unwrap();
-    command
-        .env_remove("LAB_TORCH_WORKER")
-        .env_remove("LIBTORCH");
-    command
-}
-
-/// Runs `args`: exit 2, nothing on stdout, exactly one stderr line (ending in one newline)
-/// starting `lab: error: `, with no control character in it, containing `needle`.
-fn one_line_error(args: &[&str], needle: &str) -> String {
-    let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr:?}");
-    assert!(output.stdout.is_empty(), "{args:?}");
-    let line = stderr
-        .strip_suffix('\n')
-        .unwrap_or_else(|| panic!("{stderr:?}"));
-    assert!(line.starts_with("lab: error: "), "{stderr:?}");
-    assert!(
-        !line.chars().any(char::is_control),
-        "control character in {stderr:?}"
-    );
-    assert!(line.contains(needle), "expected {needle:?} in {stderr:?}");
-    stderr
-}
+use super::support::{lab, usage_error};
 
 #[test]
 fn library_errors_escape_newlines_in_values() {
-    one_line_error(
+    usage_error(
         &["price", "--gpu", "x\ny", "--days", "7", "--lots", "1"],
         r"x\ny",
     );
-    one_line_error(
+    usage_error(
         &["price", "--gpu", "b200", "--days", "7", "--lots", "1\n"],
         r"1\n",
     );
-    one_line_error(
+    usage_error(
         &[
             "estimate",
             "--parameters",
@@ -54,7 +27,7 @@ fn library_errors_escape_newlines_in_values() {
         ],
         r"1\n2",
     );
-    one_line_error(
+    usage_error(
         &["price", "--gpu", "b200", "--days", "7\r\n", "--lots", "1"],
         r"7\r\n",
     );
@@ -62,7 +35,7 @@ fn library_errors_escape_newlines_in_values() {
 
 #[test]
 fn escape_sequences_never_reach_the_terminal() {
-    let stderr = one_line_error(
+    let stderr = usage_error(
         &[
             "price",
             "--gpu",
@@ -75,13 +48,13 @@ fn escape_sequences_never_reach_the_terminal() {
         r"\u{1b}[31mred",
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
-    one_line_error(&["compare", "--gpus", "2\t", "--days", "7"], r"2\t");
+    usage_error(&["compare", "--gpus", "2\t", "--days", "7"], r"2\t");
 }
 
 #[test]
 fn clap_errors_escape_newlines_too() {
     // An unknown flag holding a blank line: the message is neither split nor cut short.
-    let stderr = one_line_error(
+    let stderr = usage_error(
         &[
             "price",
             "--gpu",
@@ -94,19 +67,20 @@ fn clap_errors_escape_newlines_too() {
         ],
         r"--bo\n\ngus",
     );
-    assert!(stderr.ends_with("(see `lab --help`)\n"), "{stderr:?}");
-    one_line_error(&["bad\ncmd"], r"bad\ncmd");
-    one_line_error(&["tariffs", "--days", "7", "x\u{1b}y"], r"x\u{1b}y");
+    // `usage_error` checked that stderr is this line and one final newline.
+    assert!(stderr.ends_with("(see `lab --help`)"), "{stderr:?}");
+    usage_error(&["bad\ncmd"], r"bad\ncmd");
+    usage_error(&["tariffs", "--days", "7", "x\u{1b}y"], r"x\u{1b}y");
 }
 
 #[test]
 fn printable_text_is_left_alone() {
     // Backslashes and non-ASCII letters are printed as typed.
-    one_line_error(
+    usage_error(
         &["price", "--gpu", r"a\nb", "--days", "7", "--lots", "1"],
         r"'a\nb'",
     );
-    one_line_error(
+    usage_error(
         &["price", "--gpu", "h100é", "--days", "7", "--lots", "1"],
         "h100é",
     );

@@ -1,35 +1,7 @@
 //! `lab compare` through the binary: ranking, lots rounded up, JSON, errors.
 
-use assert_cmd::Command;
+use super::support::{json, lab, usage_error};
 use serde_json::Value;
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
-
-/// Checks exit 2, one stderr line containing `needle`, nothing on stdout; returns stderr.
-fn usage_error(args: &[&str], needle: &str) -> String {
-    let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?}");
-    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected '{needle}' in {stderr}"
-    );
-    stderr
-}
-
-fn json(args: &[&str]) -> Value {
-    let output = lab().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 fn price(gpu: &str, days: &str, lots: &str, accepted: &str) -> Value {
     json(&[

@@ -2,13 +2,10 @@
 //! that plays a machine of several GPUs: the folder layout, the documents, the comparison and
 //! its flags, and the refusals (docs/PROTOCOL.md §4.7).
 
+use super::support::lab;
 use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
 
 /// The environment part of a worker reply for GPU `index` of `count`.
 fn environment(index: u32, count: u32, memory: u64) -> Value {

@@ -5,17 +5,8 @@
 //! `lab/schema/measurement.schema.json`). The fake workers are small shell scripts that speak
 //! the worker's JSON protocol.
 
-use assert_cmd::Command;
+use super::support::{fake_measurement, fake_worker, lab};
 use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    let mut command = Command::cargo_bin("lab").unwrap();
-    // Never pick up a real worker or libtorch from the developer's environment.
-    command
-        .env_remove("LAB_TORCH_WORKER")
-        .env_remove("LIBTORCH");
-    command
-}
 
 const SMALL: [&str; 8] = [
     "--batch",
@@ -69,21 +60,6 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect()
-}
-
-/// A fake worker: a shell script printing `stdout` (after reading stdin) and exiting `code`,
-/// or printing `stderr` first.
-fn fake_worker(dir: &Path, name: &str, stderr: &str, stdout: &str, code: i32) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = dir.join(name);
-    let script = format!(
-        "#!/bin/sh\ncat >/dev/null\nprintf '%s' '{}' >&2\nprintf '%s\\n' '{}'\nexit {code}\n",
-        stderr.replace('\'', ""),
-        stdout.replace('\'', "")
-    );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
 }
 
 #[test]
@@ -228,38 +204,6 @@ fn out_of_memory_exit_1_no_file() {
             .all(|p| p.file_name().unwrap().to_string_lossy().starts_with('w')),
         "{names:?}"
     );
-}
-
-/// A worker answer with the six rows of the small configuration.
-pub fn fake_measurement() -> String {
-    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
-        serde_json::json!({
-            "phase": phase, "repetition": rep, "forward_passes": passes,
-            "wall_seconds": 0.0001, "gpu_seconds": 0.00005,
-            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
-            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
-            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
-        })
-    };
-    let phases = vec![
-        row("model_load", None, 0, 0, 132_608, 132_608),
-        row("inputs", None, 0, 132_608, 136_704, 136_704),
-        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
-        row("warmup", None, 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
-    ];
-    serde_json::json!({"measurement": {
-        "environment": {
-            "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
-            "device_count": 1,
-            "device": {"index": 0, "name": "Fake GPU", "compute_capability": "9.0",
-                       "total_memory_bytes": 150_109_880_320u64, "multiprocessor_count": 132},
-            "device_problem": null, "tf32_matmul_allowed": false
-        },
-        "phases": phases
-    }})
-    .to_string()
 }
 
 #[test]

@@ -1,25 +1,8 @@
 //! `lab estimate` through the binary: docs/PROTOCOL.md §2 values, exit codes and messages.
 
-use assert_cmd::Command;
+use super::support::{lab, usage_error};
 use predicates::str::contains;
 use serde_json::Value;
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
-
-fn usage_error(args: &[&str], needle: &str) {
-    let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
-    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-    assert!(stderr.starts_with("lab: error: "), "{stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected '{needle}' in {stderr}"
-    );
-}
 
 #[test]
 fn spec_worked_example_json() {

@@ -1,37 +1,9 @@
 //! `lab price` and `lab tariffs` through the binary: output values, exit codes, messages.
 
-use assert_cmd::Command;
+use super::support::{json, lab, usage_error};
 use predicates::prelude::*;
 use predicates::str::contains;
 use serde_json::Value;
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
-
-/// Runs `lab` with `args`, expects exit 2 and exactly one stderr line containing `needle`.
-fn usage_error(args: &[&str], needle: &str) {
-    let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
-    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-    assert!(stderr.starts_with("lab: error: "), "{stderr}");
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: expected '{needle}' in {stderr}"
-    );
-}
-
-fn json(args: &[&str]) -> Value {
-    let output = lab().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 #[test]
 fn two_b200_lots_for_seven_days_json() {

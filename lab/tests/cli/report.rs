@@ -1,12 +1,9 @@
 //! `lab report` through the binary: tables, Markdown, JSON, the SVG file and the errors.
 
+use super::support::{assert_refused, lab};
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
 
 /// One phase row; `base`, `end`, `peak` are allocated bytes; reserved is 2 MiB throughout.
 fn row(phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64) -> String {
@@ -86,12 +83,7 @@ fn usage_error(cmd: &mut Command, needle: &str) {
 
 /// Exit `code`, nothing on stdout, one stderr line containing `needle`.
 fn failure(cmd: &mut Command, code: i32, needle: &str) {
-    let output = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{stderr}");
-    assert!(output.stdout.is_empty());
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
+    assert_refused(&cmd.output().unwrap(), code, needle);
 }
 
 #[test]

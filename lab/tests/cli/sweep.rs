@@ -2,18 +2,11 @@
 //! worker's JSON protocol, passed with `--worker`, as in `measure_guard.rs`) that answers with
 //! its typed `out_of_memory` error above a width limit. Each point starts the worker afresh.
 
+use super::support::lab;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    let mut command = Command::cargo_bin("lab").unwrap();
-    command
-        .env_remove("LAB_TORCH_WORKER")
-        .env_remove("LIBTORCH");
-    command
-}
 
 /// Writes the fake worker into `dir`. It appends the requested width to `$FAKE_DIR/calls`;
 /// fits up to `$FAKE_LIMIT` (peak 1000 bytes per unit of width), answers `out_of_memory`

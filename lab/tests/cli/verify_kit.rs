@@ -1,14 +1,10 @@
 //! `lab verify-kit` through the binary, on archives packed like `cargo xtask dist` packs them
 //! (the tamper matrix of the layout rule is in `xtask/tests/kit.rs`, on the real writer).
 
-use assert_cmd::Command;
+use super::support::{good_kit, lab};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
+use std::path::Path;
 
 /// Options of every member: the layout `cargo xtask dist` writes (Unix, 0644, deflate). The
 /// release writer lives in xtask; the verifier accepts any deflate stream ("content-identical
@@ -18,31 +14,6 @@ fn options() -> zip::write::SimpleFileOptions {
         .compression_method(zip::CompressionMethod::Deflated)
         .unix_permissions(0o644)
         .system(zip::System::Unix)
-}
-
-/// A kit of small fake files with its manifest, packed in path order.
-fn good_archive(dir: &Path) -> PathBuf {
-    let files: Vec<(&str, Vec<u8>)> = lab::kit::MEMBERS
-        .iter()
-        .filter(|n| **n != lab::kit::MANIFEST_NAME)
-        .map(|n| (*n, format!("content of {n}\n").into_bytes()))
-        .collect();
-    let manifest =
-        lab::kit::Manifest::describe(files.iter().map(|(n, b)| (*n, b.as_slice()))).to_bytes();
-    let path = dir.join("iteragpu-lab-v1.zip");
-    let mut writer = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-    for name in lab::kit::MEMBERS {
-        let bytes = files
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(manifest.as_slice(), |(_, b)| b.as_slice());
-        writer
-            .start_file(lab::kit::member_path(name), options())
-            .unwrap();
-        writer.write_all(bytes).unwrap();
-    }
-    writer.finish().unwrap();
-    path
 }
 
 /// Copies `source` into `target`, with `change` applied to each (name, bytes) member; a
@@ -75,7 +46,7 @@ fn rewrite(
 #[test]
 fn a_good_kit_passes() {
     let dir = tempfile::tempdir().unwrap();
-    let archive = good_archive(dir.path());
+    let archive = good_kit(dir.path());
     let output = lab().arg("verify-kit").arg(&archive).output().unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{stdout}");
@@ -101,7 +72,7 @@ fn a_good_kit_passes() {
 #[test]
 fn a_changed_member_is_named_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
-    let good = good_archive(dir.path());
+    let good = good_kit(dir.path());
     let bad = dir.path().join("changed.zip");
     rewrite(
         &good,
@@ -145,7 +116,7 @@ fn a_changed_member_is_named_and_exit_1() {
 #[test]
 fn a_tenth_or_missing_member_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let good = good_archive(dir.path());
+    let good = good_kit(dir.path());
     let tenth = dir.path().join("tenth.zip");
     rewrite(
         &good,

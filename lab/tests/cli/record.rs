@@ -1,12 +1,8 @@
 //! `lab record` through the binary: append-only rows, duplicate and header refusals.
 
-use assert_cmd::Command;
+use super::support::{assert_refused, lab};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
 
 /// The kit's empty grid, byte for byte.
 fn kit_grid() -> String {
@@ -74,16 +70,7 @@ fn record(grid: &Path, extra: &[&str]) -> std::process::Output {
 }
 
 fn usage_error(output: &std::process::Output, needle: &str) {
-    failure(output, 2, needle);
-}
-
-/// Exit `code`, nothing on stdout, one stderr line containing `needle`.
-fn failure(output: &std::process::Output, code: i32, needle: &str) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{stderr}");
-    assert!(output.stdout.is_empty());
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains(needle), "expected '{needle}' in {stderr}");
+    assert_refused(output, 2, needle);
 }
 
 fn setup() -> (tempfile::TempDir, PathBuf) {
@@ -240,7 +227,7 @@ fn a_grid_that_is_not_the_kits_is_refused_untouched() {
         );
     }
     // A missing grid is a file that cannot be read: runtime failure, exit 1, nothing created.
-    failure(
+    assert_refused(
         &record(&dir.path().join("missing.csv"), &["--measurement", m]),
         1,
         "cannot open the grid",
@@ -383,7 +370,7 @@ fn missing_measurement_is_exit_1_and_writes_nothing() {
     let (dir, grid) = setup();
     let before = std::fs::read(&grid).unwrap();
     let missing = dir.path().join("gone.json");
-    failure(
+    assert_refused(
         &record(&grid, &["--measurement", missing.to_str().unwrap()]),
         1,
         "gone.json",
