@@ -28,7 +28,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The empty results grid shipped in the kit; its first line is the only header accepted.
-pub const KIT_GRID: &str = include_str!("../../dist/resultats-bruts.csv");
+pub const KIT_GRID: &str = include_str!("../data/resultats-bruts.csv");
 
 /// Largest grid `lab record` reads (a grid holds one short line per run).
 pub const MAX_GRID_BYTES: u64 = 64 * 1024 * 1024;

@@ -6,8 +6,9 @@ use anyhow::{bail, Context, Result};
 use xshell::cmd;
 
 /// Each file `lab` embeds: its copy inside the crate, and the original it must equal.
-pub const EMBEDDED: [(&str, &str); 2] = [
+pub const EMBEDDED: [(&str, &str); 3] = [
     ("lab/data/tarifs-forfaits.csv", "data/tarifs-forfaits.csv"),
+    ("lab/data/gpu-memory.csv", "data/gpu-memory.csv"),
     ("lab/data/resultats-bruts.csv", "dist/resultats-bruts.csv"),
 ];
 

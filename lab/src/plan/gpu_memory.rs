@@ -23,7 +23,7 @@ pub const HEADER: [&str; 4] = ["gpu", "memory_bytes", "source", "reference"];
 /// Largest GPU memory file read, in bytes (1 MiB).
 pub const MAX_BYTES: u64 = 1 << 20;
 
-const EMBEDDED: &str = include_str!("../../../data/gpu-memory.csv");
+const EMBEDDED: &str = include_str!("../../data/gpu-memory.csv");
 
 /// One GPU model's memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
