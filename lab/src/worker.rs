@@ -256,6 +256,7 @@ pub fn call(
     if let Some(path) = library_path() {
         command.env("LD_LIBRARY_PATH", path);
     }
+    die_with_parent(&mut command);
     let mut child = command.spawn().map_err(|e| {
         Unavailable::NoWorker(format!(
             "cannot start the GPU worker {} ({e}): {BUILD_HINT}",
@@ -310,6 +311,41 @@ pub fn call(
         "the GPU worker {what} ({}; {last}); no file was written",
         output.status
     ))))
+}
+
+/// Makes the child die with `lab` (Linux: `prctl(PR_SET_PDEATHSIG, SIGKILL)` in the child,
+/// between fork and exec). Without it, a `lab` killed with SIGKILL leaves its worker computing
+/// on and holding GPU memory. The signal comes when the thread that started the child ends:
+/// `lab` starts workers from its main thread only. Elsewhere a no-op.
+fn die_with_parent(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        let parent = std::process::id();
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // async-signal-safe functions (prctl, getppid); it allocates nothing on success.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // `lab` may have died between the fork and the prctl: no signal would come.
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
 /// The full version of the libtorch this process has loaded, local build tag included (e.g.
