@@ -194,13 +194,13 @@ pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailab
                 Err(Unavailable::NoWorker(format!(
                     "{} ({how}) is a file but not executable; make it executable \
                      (chmod +x) or {BUILD_HINT}",
-                    candidate.display()
+                    shown(&candidate, explicit)
                 )))
             }
         }
         Ok(metadata) => Err(Unavailable::NoWorker(format!(
             "{} ({how}) is {}, not the {WORKER_NAME} executable: {BUILD_HINT}",
-            candidate.display(),
+            shown(&candidate, explicit),
             if metadata.is_dir() {
                 "a folder"
             } else {
@@ -209,9 +209,27 @@ pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailab
         ))),
         Err(_) => Err(Unavailable::NoWorker(format!(
             "the GPU worker {WORKER_NAME} is not installed ({} not found, {how}): {BUILD_HINT}",
-            candidate.display()
+            shown(&candidate, explicit)
         ))),
     }
+}
+
+/// How a worker path is printed: as typed when the user gave it with `--worker`; a path `lab`
+/// found itself (`$LAB_TORCH_WORKER`, next to `lab`) as `~/…` under the home folder, else by
+/// its file name only, so that no home folder or user name reaches the output.
+pub fn shown(path: &Path, explicit: Option<&Path>) -> String {
+    if explicit.is_some() {
+        return path.display().to_string();
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        if let Ok(rest) = path.strip_prefix(home) {
+            return format!("~/{}", rest.display());
+        }
+    }
+    path.file_name().map_or_else(
+        || WORKER_NAME.to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Whether anyone may execute the file (always true off Unix, where the start will tell).
@@ -260,7 +278,7 @@ pub fn call(
     let mut child = command.spawn().map_err(|e| {
         Unavailable::NoWorker(format!(
             "cannot start the GPU worker {} ({e}): {BUILD_HINT}",
-            worker.display()
+            shown(worker, None)
         ))
     })?;
     let body = match serde_json::to_vec(request) {
@@ -462,6 +480,17 @@ mod tests {
         });
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(text, r#"{"error":{"kind":"runtime","message":"x"}}"#);
+    }
+
+    #[test]
+    fn found_paths_are_shown_without_the_home_folder() {
+        let typed = Path::new("/data/someone/bin/lab-torch-worker");
+        assert_eq!(shown(typed, Some(typed)), typed.display().to_string());
+        assert_eq!(shown(typed, None), "lab-torch-worker");
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            let found = PathBuf::from(home).join(".cargo/bin/lab-torch-worker");
+            assert_eq!(shown(&found, None), "~/.cargo/bin/lab-torch-worker");
+        }
     }
 
     #[test]

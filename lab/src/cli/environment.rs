@@ -38,7 +38,8 @@ pub fn run(args: Args) -> lab::Result<()> {
     match worker::locate(args.worker.as_deref()) {
         Err(u) => report.problems.push(u.message()),
         Ok(path) => {
-            report.worker = Some(path.display().to_string());
+            // A path lab found itself is shown without the home folder.
+            report.worker = Some(worker::shown(&path, args.worker.as_deref()));
             let request = WorkerRequest::Environment {
                 device_index: index.unwrap_or(0),
             };
