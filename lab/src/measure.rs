@@ -14,12 +14,21 @@ use crate::document::{
     self, median, Configuration, Document, Dtype, MeasurementEnvironment, Phase, PhaseRow,
     SyntheticModel, Tool,
 };
+use crate::text::one_line;
 use crate::units::mib;
 use crate::worker::{self, WorkerEnvironment, WorkerReply, WorkerRequest};
 use crate::{Error, Result};
 use rust_decimal::Decimal;
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// Rows of the summary's phase table shown before the elision line when a run has more than
+/// [`SUMMARY_HEAD_ROWS`] + [`SUMMARY_TAIL_ROWS`] rows (`--repeats 2000000`): the text stays
+/// readable, the JSON keeps every row.
+pub const SUMMARY_HEAD_ROWS: usize = 14;
+
+/// Rows shown after the elision line (the last warm forwards).
+pub const SUMMARY_TAIL_ROWS: usize = 6;
 
 /// Median GPU time per forward (seconds) under which a warm forward is flagged launch-bound:
 /// the CUDA events then mostly time the GPU waiting for the host's kernel launches, not the
@@ -239,6 +248,28 @@ fn signed_delta(end: u64, start: u64) -> i128 {
     i128::from(end) - i128::from(start)
 }
 
+/// One row of the summary's phase table.
+fn phase_line(out: &mut String, row: &PhaseRow, rep_width: usize) {
+    let rep = row.repetition.map(|r| r.to_string()).unwrap_or_default();
+    let gpu = row
+        .gpu_seconds
+        .map(|g| format!("{:.4}", g * 1e3))
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "{:<13}{:>rep_width$}{:>12.4}{:>12}{:>15}{:>15}{:>15}{:>15}{:>15}",
+        row.phase,
+        rep,
+        row.wall_seconds * 1e3,
+        gpu,
+        row.baseline_allocated_bytes,
+        row.end_allocated_bytes,
+        row.peak_allocated_bytes,
+        row.end_reserved_bytes,
+        row.peak_reserved_bytes
+    );
+}
+
 /// The readable report printed by `lab measure` after writing the file: the phase table, the
 /// analytic predictions held against the measured counters, and the achieved FLOP/s.
 pub fn summary_text(document: &Document) -> String {
@@ -248,9 +279,9 @@ pub fn summary_text(document: &Document) -> String {
     let _ = writeln!(
         out,
         "{} on {} ({}), batch {} × context {} × width {}, {}, warm-up {}, repeats {}, seed {}",
-        document.synthetic_model.architecture,
+        one_line(&document.synthetic_model.architecture),
         c.device,
-        e.device_name,
+        one_line(&e.device_name),
         c.batch,
         c.context,
         c.width,
@@ -259,9 +290,16 @@ pub fn summary_text(document: &Document) -> String {
         c.repeats,
         c.seed
     );
+    // The repetition column fits the largest repetition (a space before it at least).
+    let rep_width = document
+        .phases
+        .iter()
+        .filter_map(|r| r.repetition)
+        .max()
+        .map_or(4, |r| (r.to_string().len() + 1).max(4));
     let _ = writeln!(
         out,
-        "{:<13}{:>4}{:>12}{:>12}{:>15}{:>15}{:>15}{:>15}{:>15}",
+        "{:<13}{:>rep_width$}{:>12}{:>12}{:>15}{:>15}{:>15}{:>15}{:>15}",
         "phase",
         "rep",
         "wall ms",
@@ -272,25 +310,26 @@ pub fn summary_text(document: &Document) -> String {
         "end reserved",
         "peak reserved"
     );
-    for row in &document.phases {
-        let rep = row.repetition.map(|r| r.to_string()).unwrap_or_default();
-        let gpu = row
-            .gpu_seconds
-            .map(|g| format!("{:.4}", g * 1e3))
-            .unwrap_or_else(|| "-".into());
+    let rows = &document.phases;
+    let (head, tail) = if rows.len() > SUMMARY_HEAD_ROWS + SUMMARY_TAIL_ROWS {
+        (SUMMARY_HEAD_ROWS, SUMMARY_TAIL_ROWS)
+    } else {
+        (rows.len(), 0)
+    };
+    for row in &rows[..head] {
+        phase_line(&mut out, row, rep_width);
+    }
+    if tail > 0 {
+        let hidden = rows.len() - head - tail;
         let _ = writeln!(
             out,
-            "{:<13}{:>4}{:>12.4}{:>12}{:>15}{:>15}{:>15}{:>15}{:>15}",
-            row.phase,
-            rep,
-            row.wall_seconds * 1e3,
-            gpu,
-            row.baseline_allocated_bytes,
-            row.end_allocated_bytes,
-            row.peak_allocated_bytes,
-            row.end_reserved_bytes,
-            row.peak_reserved_bytes
+            "… {hidden} more rows not shown here (every row is in the JSON file; the warm-forward \
+             statistics below cover all {} warm forwards)",
+            document.rows_of(Phase::WarmForward).count()
         );
+        for row in &rows[rows.len() - tail..] {
+            phase_line(&mut out, row, rep_width);
+        }
     }
     let m = &document.synthetic_model;
     let _ = writeln!(out, "predicted (analytic) vs measured (allocated bytes):");
@@ -425,6 +464,46 @@ mod tests {
             seed: 0,
         };
         assert_eq!(c.sizes().unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn a_long_run_keeps_a_short_readable_summary() {
+        let json = crate::document::tests::sample_json(64, 4);
+        let mut document = document::parse(json.as_bytes()).unwrap();
+        let warm = document.first_row(Phase::WarmForward).unwrap().clone();
+        let repeats = 200_000u64;
+        document.phases.retain(|r| r.phase != Phase::WarmForward);
+        document.phases.extend((1..=repeats).map(|r| PhaseRow {
+            repetition: Some(r),
+            wall_seconds: r as f64 * 1e-6,
+            ..warm.clone()
+        }));
+        document.configuration.repeats = repeats;
+        let text = summary_text(&document);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() < 40, "{} lines", lines.len());
+        // the head: the four single phases and the first ten warm forwards
+        assert!(lines[2].starts_with("model_load"), "{text}");
+        assert!(
+            lines[15].starts_with("warm_forward      10"),
+            "{:?}",
+            lines[15]
+        );
+        assert_eq!(
+            lines[16],
+            "… 199984 more rows not shown here (every row is in the JSON file; the warm-forward \
+             statistics below cover all 200000 warm forwards)"
+        );
+        assert!(lines[22].starts_with("warm_forward  200000"), "{text}");
+        // statistics over every warm forward: median of 1..=200000 µs
+        assert!(
+            text.contains("median wall 100000.5 µs (min 1.0, max 200000.0)"),
+            "{text}"
+        );
+        // a short run is shown whole
+        let short = document::parse(json.as_bytes()).unwrap();
+        assert!(!summary_text(&short).contains("not shown"));
+        assert_eq!(summary_text(&short).lines().count(), 2 + 6 + 6 + 2);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use crate::document::{
     Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
 };
+use crate::text::one_line;
 use crate::units::{gib, mib};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -238,6 +239,9 @@ fn row_cells(row: &ReportRow) -> Vec<String> {
     ]
 }
 
+/// One line per file. The file name and the document's texts are printed through
+/// [`one_line`]: a control or format character in them (an ESC sequence in `device_name`)
+/// is shown escaped, never sent to the terminal.
 fn file_lines(report: &Report) -> Vec<String> {
     report
         .files
@@ -246,9 +250,9 @@ fn file_lines(report: &Report) -> Vec<String> {
             format!(
                 "[{}] {} — {} on {} ({} GiB), sha256 {}",
                 f.index,
-                f.file,
-                f.label,
-                f.device_name,
+                one_line(&f.file),
+                one_line(&f.label),
+                one_line(&f.device_name),
                 gib(f.total_memory_bytes, 2),
                 f.sha256
             )
@@ -501,7 +505,13 @@ mod chart {
             .zip(ranks)
             .map(|(&i, rank)| Series {
                 index: report.files[i].index,
-                label: format!("[{}] {}", report.files[i].index, report.files[i].label),
+                // Escaped: the label holds the document's text, and a control character
+                // would make the SVG ill-formed XML.
+                label: format!(
+                    "[{}] {}",
+                    report.files[i].index,
+                    super::one_line(&report.files[i].label)
+                ),
                 color: color(rank, count),
             })
             .collect()
@@ -731,6 +741,33 @@ mod chart {
         Ok(())
     }
 
+    /// Longest time the chart can show, ms (about 32 years): the plotting library's tick
+    /// search does not end on an infinite or astronomically large axis, and a document is
+    /// user input. Longer times are drawn at the top; the tables keep the exact values.
+    const MAX_TIME_MS: f64 = 1e12;
+    /// Smallest top of the time axis, ms (1 ns).
+    const MIN_TIME_TOP_MS: f64 = 1e-6;
+
+    /// Seconds as chart milliseconds, within `0..=MAX_TIME_MS`.
+    fn time_ms(seconds: f64) -> f64 {
+        let ms = seconds * 1e3;
+        if ms.is_nan() {
+            0.0
+        } else {
+            ms.clamp(0.0, MAX_TIME_MS)
+        }
+    }
+
+    /// The top of the time axis for a largest time `max_ms`: 10 % above it, never below
+    /// [`MIN_TIME_TOP_MS`] (1 ms when nothing took time).
+    pub(super) fn time_axis_top(max_ms: f64) -> f64 {
+        if max_ms > 0.0 {
+            (max_ms * 1.1).clamp(MIN_TIME_TOP_MS, MAX_TIME_MS * 1.1)
+        } else {
+            1.0
+        }
+    }
+
     fn time_chart(report: &Report, series: &[Series], area: &Area<'_>) -> DrawResult<()> {
         let rows: Vec<&ReportRow> = report
             .phases
@@ -748,9 +785,9 @@ mod chart {
             .iter()
             .flat_map(|r| [Some(r.measured.wall_seconds), r.measured.gpu_seconds])
             .flatten()
-            .fold(0.0_f64, f64::max)
-            * 1e3;
-        let top = if max_ms > 0.0 { max_ms * 1.1 } else { 1.0 };
+            .map(time_ms)
+            .fold(0.0_f64, f64::max);
+        let top = time_axis_top(max_ms);
         let mut chart = ChartBuilder::on(area)
             .caption(
                 "Warm forward per repetition, ms: wall (thick, circles), GPU events (thin, squares)",
@@ -784,13 +821,13 @@ mod chart {
                 .filter_map(|r| {
                     r.measured
                         .repetition
-                        .map(|rep| (rep as f64, r.measured.wall_seconds * 1e3))
+                        .map(|rep| (rep as f64, time_ms(r.measured.wall_seconds)))
                 })
                 .collect();
             let gpu: Vec<(f64, f64)> = mine
                 .iter()
                 .filter_map(|r| match (r.measured.repetition, r.measured.gpu_seconds) {
-                    (Some(rep), Some(g)) => Some((rep as f64, g * 1e3)),
+                    (Some(rep), Some(g)) => Some((rep as f64, time_ms(g))),
                     _ => None,
                 })
                 .collect();
@@ -1081,5 +1118,166 @@ mod tests {
         let large = parse_document(sample_json(4096, 4).as_bytes()).unwrap();
         let svg = render_svg(&build_report(&loaded(vec![small, large]))).unwrap();
         assert!(svg.contains("log scale"));
+    }
+}
+
+#[cfg(test)]
+mod extremes {
+    //! A document is user input: every numeric field at its extremes must still give a
+    //! report, and an SVG that is well-formed XML, in bounded time.
+    use super::*;
+    use crate::document::tests::sample_json;
+    use serde_json::Value;
+
+    /// Every numeric field of a document, as a JSON pointer (`*`: every row; `warm`: every
+    /// `warm_forward` row).
+    const FIELDS: [&str; 27] = [
+        "/environment/total_memory_bytes",
+        "/environment/multiprocessor_count",
+        "/environment/device_count",
+        "/configuration/batch",
+        "/configuration/context",
+        "/configuration/width",
+        "/configuration/warmup",
+        "/configuration/repeats",
+        "/configuration/seed",
+        "/synthetic_model/width",
+        "/synthetic_model/hidden",
+        "/synthetic_model/parameters",
+        "/synthetic_model/dtype_bytes",
+        "/synthetic_model/parameter_bytes",
+        "/synthetic_model/input_bytes",
+        "/synthetic_model/output_bytes",
+        "/synthetic_model/flops_per_forward",
+        "/phases/warm/repetition",
+        "/phases/*/forward_passes",
+        "/phases/*/wall_seconds",
+        "/phases/*/gpu_seconds",
+        "/phases/*/baseline_allocated_bytes",
+        "/phases/*/baseline_reserved_bytes",
+        "/phases/*/end_allocated_bytes",
+        "/phases/*/end_reserved_bytes",
+        "/phases/*/peak_allocated_bytes",
+        "/phases/*/peak_reserved_bytes",
+    ];
+
+    fn set(document: &mut Value, pointer: &str, value: &Value) {
+        if let Some(field) = pointer.strip_prefix("/phases/*/") {
+            for row in document["phases"].as_array_mut().unwrap() {
+                row[field] = value.clone();
+            }
+        } else if let Some(field) = pointer.strip_prefix("/phases/warm/") {
+            for row in document["phases"].as_array_mut().unwrap() {
+                if row["phase"] == "warm_forward" {
+                    row[field] = value.clone();
+                }
+            }
+        } else {
+            *document.pointer_mut(pointer).unwrap() = value.clone();
+        }
+    }
+
+    /// Renders all formats on another thread; a render that has not ended after two minutes
+    /// (a data-dependent loop that does not end: the class this test guards) fails the test
+    /// instead of hanging it. Not a speed test: each render takes milliseconds.
+    fn render_all(report: Report) -> (String, String, String) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let svg = render_svg(&report).expect("the chart draws");
+            let _ = tx.send((render_text(&report), render_markdown(&report), svg));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(120))
+            .expect("rendering did not end")
+    }
+
+    #[test]
+    fn control_characters_in_document_text_are_escaped_everywhere() {
+        let mut doc: Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
+        doc["environment"]["device_name"] = Value::from("GPU\u{1b}[2J\u{7}\r\nline");
+        doc["tool"]["implementation"] = Value::from("rust\u{1b}]0;title\u{7}\u{0}");
+        let document = crate::document::parse(doc.to_string().as_bytes()).unwrap();
+        let loaded = vec![LoadedMeasurement {
+            path: "m\nn\u{1b}.json".into(),
+            sha256: "0".repeat(64),
+            document,
+        }];
+        let report = build_report(&loaded);
+        let (text, markdown, svg) = render_all(report.clone());
+        for output in [&text, &markdown, &svg] {
+            assert!(
+                !output.chars().any(|c| c.is_control() && c != '\n'),
+                "{output:?}"
+            );
+        }
+        assert!(
+            text.starts_with(
+                "[1] m\\nn\\u{1b}.json — rust\\u{1b}]0;title\\u{7}\\u{0} float32 b1 c16 w64 on \
+                 GPU\\u{1b}[2J\\u{7}\\r\\nline (139.80 GiB)"
+            ),
+            "{text}"
+        );
+        let xml = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let legend: Vec<&str> = xml
+            .descendants()
+            .filter(|n| n.is_text())
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .filter(|t| t.starts_with("[1]"))
+            .collect();
+        assert_eq!(
+            legend,
+            ["[1] rust\\u{1b}]0;title\\u{7}\\u{0} float32 b1 c16 w64"],
+            "{svg}"
+        );
+        // The JSON keeps the text as it was; serde_json escapes it.
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(
+            json.contains(r#""device_name":"GPU\u001b[2J\u0007\r\nline""#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn every_numeric_field_at_its_extremes_renders_a_well_formed_svg() {
+        let base: Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
+        let values: Vec<Value> = vec![
+            Value::from(0u64),
+            Value::from(1u64),
+            Value::from(u64::MAX),
+            serde_json::json!(5e-324),
+            serde_json::json!(2.2250738585072014e-308),
+            serde_json::json!(1e-300),
+            serde_json::json!(1e306),
+            serde_json::json!(1e308),
+            serde_json::json!(f64::MAX),
+        ];
+        let mut rendered = 0;
+        for field in FIELDS {
+            for value in &values {
+                let mut doc = base.clone();
+                set(&mut doc, field, value);
+                // Values the field's type refuses (a float in a counter, repetition 0) are
+                // refused by the reader; everything it accepts must render.
+                let Ok(document) = crate::document::parse(doc.to_string().as_bytes()) else {
+                    let zeroth = field.ends_with("repetition") && value == &Value::from(0u64);
+                    assert!(value.is_f64() || zeroth, "{field} = {value} refused");
+                    continue;
+                };
+                let loaded = vec![LoadedMeasurement {
+                    path: "m.json".into(),
+                    sha256: "0".repeat(64),
+                    document,
+                }];
+                let (text, markdown, svg) = render_all(build_report(&loaded));
+                assert!(text.contains("warm_forward"), "{field} = {value}");
+                assert!(markdown.contains("warm_forward"), "{field} = {value}");
+                if let Err(e) = roxmltree::Document::parse(&svg) {
+                    panic!("{field} = {value}: the SVG is not well-formed XML: {e}");
+                }
+                rendered += 1;
+            }
+        }
+        // 27 fields x 3 integers (less repetition 0), and 2 time fields x 6 floats
+        assert_eq!(rendered, 27 * 3 - 1 + 2 * 6);
     }
 }

@@ -24,7 +24,7 @@ pub const WORKER_ENV: &str = "LAB_TORCH_WORKER";
 
 /// How to get a worker, appended to every "worker missing" message.
 pub const BUILD_HINT: &str = "build it with `cargo xtask worker` (cargo build --release \
-     --features torch against PyTorch 2.11.0's libtorch; see README, \"GPU measurement\") and \
+     --features torch against PyTorch 2.11.0's libtorch; see docs/GUIDE.md, \"The torch worker\") and \
      keep it next to `lab`, or pass --worker PATH / set LAB_TORCH_WORKER";
 
 /// How to make libtorch loadable, appended to every "libtorch missing" message.
@@ -207,13 +207,13 @@ pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailab
                 Err(Unavailable::NoWorker(format!(
                     "{} ({how}) is a file but not executable; make it executable \
                      (chmod +x) or {BUILD_HINT}",
-                    candidate.display()
+                    shown(&candidate, explicit)
                 )))
             }
         }
         Ok(metadata) => Err(Unavailable::NoWorker(format!(
             "{} ({how}) is {}, not the {WORKER_NAME} executable: {BUILD_HINT}",
-            candidate.display(),
+            shown(&candidate, explicit),
             if metadata.is_dir() {
                 "a folder"
             } else {
@@ -222,9 +222,27 @@ pub fn locate(explicit: Option<&Path>) -> std::result::Result<PathBuf, Unavailab
         ))),
         Err(_) => Err(Unavailable::NoWorker(format!(
             "the GPU worker {WORKER_NAME} is not installed ({} not found, {how}): {BUILD_HINT}",
-            candidate.display()
+            shown(&candidate, explicit)
         ))),
     }
+}
+
+/// How a worker path is printed: as typed when the user gave it with `--worker`; a path `lab`
+/// found itself (`$LAB_TORCH_WORKER`, next to `lab`) as `~/…` under the home folder, else by
+/// its file name only, so that no home folder or user name reaches the output.
+pub fn shown(path: &Path, explicit: Option<&Path>) -> String {
+    if explicit.is_some() {
+        return path.display().to_string();
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        if let Ok(rest) = path.strip_prefix(home) {
+            return format!("~/{}", rest.display());
+        }
+    }
+    path.file_name().map_or_else(
+        || WORKER_NAME.to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Whether anyone may execute the file (always true off Unix, where the start will tell).
@@ -269,10 +287,11 @@ pub fn call(
     if let Some(path) = library_path() {
         command.env("LD_LIBRARY_PATH", path);
     }
+    die_with_parent(&mut command);
     let mut child = command.spawn().map_err(|e| {
         Unavailable::NoWorker(format!(
             "cannot start the GPU worker {} ({e}): {BUILD_HINT}",
-            worker.display()
+            shown(worker, None)
         ))
     })?;
     let body = match serde_json::to_vec(request) {
@@ -323,6 +342,41 @@ pub fn call(
         "the GPU worker {what} ({}; {last}); no file was written",
         output.status
     ))))
+}
+
+/// Makes the child die with `lab` (Linux: `prctl(PR_SET_PDEATHSIG, SIGKILL)` in the child,
+/// between fork and exec). Without it, a `lab` killed with SIGKILL leaves its worker computing
+/// on and holding GPU memory. The signal comes when the thread that started the child ends:
+/// `lab` starts workers from its main thread only. Elsewhere a no-op.
+fn die_with_parent(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt as _;
+        let parent = std::process::id();
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // async-signal-safe functions (prctl, getppid); it allocates nothing on success.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // `lab` may have died between the fork and the prctl: no signal would come.
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
 /// The full version of the libtorch this process has loaded, local build tag included (e.g.
@@ -441,6 +495,17 @@ mod tests {
         });
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(text, r#"{"error":{"kind":"runtime","message":"x"}}"#);
+    }
+
+    #[test]
+    fn found_paths_are_shown_without_the_home_folder() {
+        let typed = Path::new("/data/someone/bin/lab-torch-worker");
+        assert_eq!(shown(typed, Some(typed)), typed.display().to_string());
+        assert_eq!(shown(typed, None), "lab-torch-worker");
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            let found = PathBuf::from(home).join(".cargo/bin/lab-torch-worker");
+            assert_eq!(shown(&found, None), "~/.cargo/bin/lab-torch-worker");
+        }
     }
 
     #[test]

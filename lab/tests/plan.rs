@@ -158,3 +158,45 @@ fn errors_are_one_line_exit_2() {
         assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
     }
 }
+
+/// A FIFO or another non-regular file in place of a model file is refused at once (opening a
+/// FIFO for reading would block forever), whichever file it stands for.
+#[test]
+fn non_regular_model_files_are_refused_without_blocking() {
+    for name in [
+        "model.safetensors",
+        "config.json",
+        "model.safetensors.index.json",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        if name != "config.json" {
+            std::fs::copy(
+                models().join("llama-3.2-1b/config.json"),
+                dir.path().join("config.json"),
+            )
+            .unwrap();
+        }
+        let fifo = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let output = lab()
+            .args(["plan", "--model"])
+            .arg(dir.path())
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        // A FIFO named config.json is not a config file: the folder is said to have none.
+        let expected = if name == "config.json" {
+            "has no config.json"
+        } else {
+            "is not a regular file"
+        };
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+    }
+}

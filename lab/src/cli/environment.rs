@@ -161,7 +161,8 @@ fn report(device: &str, worker_path: Option<&Path>) -> EnvironmentReport {
     match worker::locate(worker_path) {
         Err(u) => report.problems.push(u.message()),
         Ok(path) => {
-            report.worker = Some(path.display().to_string());
+            // A path lab found itself is shown without the home folder.
+            report.worker = Some(worker::shown(&path, worker_path));
             let request = WorkerRequest::Environment {
                 device_index: index.unwrap_or(0),
             };

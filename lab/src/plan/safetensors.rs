@@ -180,6 +180,22 @@ pub fn read_index(index: &Path) -> Result<Summary> {
     Ok(total)
 }
 
+/// Refuses a path that is not a regular file (a FIFO would block `open`, a device never ends).
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2) naming the path; [`Error::Runtime`] when it cannot be inspected.
+fn regular_file(path: &Path, shown: &str) -> Result<()> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| Error::runtime(format!("cannot read {shown}: {e}")))?;
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "{shown} is not a regular file: point to the model's files themselves"
+        )))
+    }
+}
+
 /// Reads the header of one safetensors file: its summary and its tensor names.
 ///
 /// # Errors
@@ -188,6 +204,7 @@ pub fn read_index(index: &Path) -> Result<Summary> {
 pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
+    regular_file(path, &shown)?;
     let mut file = std::fs::File::open(path).map_err(cannot)?;
     let file_len = file.metadata().map_err(cannot)?.len();
     let mut prefix = [0u8; 8];
@@ -344,6 +361,7 @@ pub fn parse_header(
 fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
+    regular_file(path, &shown)?;
     let file = std::fs::File::open(path).map_err(cannot)?;
     let mut bytes = Vec::new();
     file.take(limit + 1)

@@ -9,6 +9,7 @@ mod fleet;
 mod measure_guard;
 mod messages;
 mod price;
+mod process;
 mod record;
 mod report;
 mod stdout;

@@ -5,6 +5,7 @@
 //! `lab/schema/measurement.schema.json`). The fake workers are small shell scripts that speak
 //! the worker's JSON protocol.
 
+use super::process::{eventually, has_ended};
 use super::support::{fake_measurement, fake_worker, lab};
 use std::path::{Path, PathBuf};
 
@@ -420,4 +421,48 @@ fn environment_of_a_non_gpu_device_still_shows_libtorch_but_no_device() {
         "{text}"
     );
     assert!(!text.contains("NVIDIA H200"), "{text}");
+}
+
+#[test]
+fn the_worker_never_outlives_lab() {
+    // A worker that sleeps (as a long measurement would); `lab measure` is killed with
+    // SIGKILL, which it cannot catch: the worker must end too (parent-death signal).
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let pid_file = dir.path().join("worker.pid");
+    let worker = dir.path().join("sleepy");
+    std::fs::write(
+        &worker,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 60\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut lab = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .args(measure_args("cuda:0", &out, &worker))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(20, || std::fs::read_to_string(&pid_file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "the worker never started"
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!has_ended(pid), "the worker should be running");
+    lab.kill().unwrap(); // SIGKILL
+    lab.wait().unwrap();
+    assert!(
+        eventually(20, || has_ended(pid)),
+        "worker {pid} outlived lab"
+    );
+    assert!(!out.exists());
 }

@@ -8,6 +8,8 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use super::process::{eventually, has_ended};
+
 /// Writes the fake worker into `dir`. It appends the requested width to `$FAKE_DIR/calls`;
 /// fits up to `$FAKE_LIMIT` (peak 1000 bytes per unit of width), answers `out_of_memory`
 /// above; `FAKE_NO_GPU` answers `no_cuda_device`; `FAKE_CRASH_AT=w` dies without an answer
@@ -30,7 +32,7 @@ if [ -n "$FAKE_CRASH_AT" ] && [ "$width" = "$FAKE_CRASH_AT" ]; then
   echo "${FAKE_CRASH_TEXT:-the worker crashed}" >&2; exit 134
 fi
 if [ -n "$FAKE_SLOW_AT" ] && [ "$width" = "$FAKE_SLOW_AT" ]; then touch "$FAKE_DIR/slow-started"; sleep 2; fi
-if [ -n "$FAKE_HANG_AT" ] && [ "$width" = "$FAKE_HANG_AT" ]; then echo $$ > "$FAKE_DIR/worker.pid"; sleep 60; fi
+if [ -n "$FAKE_HANG_AT" ] && [ "$width" = "$FAKE_HANG_AT" ]; then echo $$ > "$FAKE_DIR/worker.pid"; exec sleep 60; fi
 if [ "$width" -gt "$FAKE_LIMIT" ]; then
   echo "progress line" >&2
   echo '{"error":{"kind":"out_of_memory","message":"out of memory on cuda:0 during cold_forward (tried to allocate 2.00 GiB)"}}'
@@ -501,4 +503,46 @@ fn sigint_stops_cleanly_and_keeps_finished_points() {
         "{summary}"
     );
     assert!(out.join("width-256.json").is_file());
+}
+
+#[test]
+fn the_worker_never_outlives_lab_sweep() {
+    // The point of width 128 hangs in its worker; `lab sweep` is killed with SIGKILL: the
+    // worker must end too (parent-death signal), as under `lab measure`.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .env("FAKE_DIR", dir.path())
+        .env("FAKE_LIMIT", "100000")
+        .env("FAKE_HANG_AT", "128")
+        .args([
+            "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "4096",
+        ])
+        .arg("--worker")
+        .arg(fake(dir.path()))
+        .arg("--output-dir")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("worker.pid");
+    assert!(
+        eventually(20, || std::fs::read_to_string(&pid_file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "the hanging point never started"
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!has_ended(pid), "the worker should be running");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        eventually(20, || has_ended(pid)),
+        "worker {pid} outlived lab sweep"
+    );
+    assert_eq!(calls(dir.path()), vec![64, 128]);
 }
