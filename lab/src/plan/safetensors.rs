@@ -252,6 +252,34 @@ pub fn check_length(n: u64, file_len: u64) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The header's top-level object as read, every key kept in order (duplicates included).
+struct Entries(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, Value>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
 /// Parses header bytes (the JSON after the 8-byte length) for a data section of
 /// `data_len` bytes.
 ///
@@ -261,11 +289,25 @@ pub fn parse_header(
     header: &[u8],
     data_len: u64,
 ) -> std::result::Result<(Summary, BTreeSet<String>), String> {
-    let value: Value = serde_json::from_slice(header)
-        .map_err(|e| format!("safetensors header is not valid JSON: {e}"))?;
-    let Value::Object(map) = value else {
-        return Err("safetensors header is not a JSON object".to_string());
-    };
+    let entries: Entries = serde_json::from_slice(header).map_err(|e| {
+        if e.is_data() {
+            "safetensors header is not a JSON object".to_string()
+        } else {
+            format!("safetensors header is not valid JSON: {e}")
+        }
+    })?;
+    // JSON readers keep the last of two equal keys; a header naming a tensor twice is
+    // ambiguous, so it is refused rather than silently read one way.
+    let mut map = serde_json::Map::new();
+    for (name, entry) in entries.0 {
+        if map.contains_key(&name) {
+            return Err(format!(
+                "tensor \"{}\" is listed twice in the safetensors header",
+                crate::text::one_line(&name)
+            ));
+        }
+        map.insert(name, entry);
+    }
     let mut summary = Summary::default();
     let mut names = BTreeSet::new();
     let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
@@ -417,6 +459,13 @@ mod tests {
     fn malformed_headers_are_one_line_errors() {
         let cases = [
             (r#"[1]"#, "not a JSON object"),
+            (r#""a""#, "not a JSON object"),
+            (r#"{"a":1"#, "not valid JSON"),
+            (
+                r#"{"a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+                "\"a\" is listed twice",
+            ),
+            (r#"{"__metadata__":{},"__metadata__":{}}"#, "listed twice"),
             (
                 r#"{"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}}"#,
                 "unknown dtype",
