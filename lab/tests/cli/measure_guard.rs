@@ -5,7 +5,7 @@
 //! `lab/schema/measurement.schema.json`). The fake workers are small shell scripts that speak
 //! the worker's JSON protocol.
 
-use super::process::{eventually, has_ended};
+use super::process::kill_lab_and_expect_worker_gone;
 use super::support::{fake_measurement, fake_worker, lab};
 use std::path::{Path, PathBuf};
 
@@ -447,22 +447,6 @@ fn the_worker_never_outlives_lab() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    assert!(
-        eventually(20, || std::fs::read_to_string(&pid_file)
-            .is_ok_and(|t| t.ends_with('\n'))),
-        "the worker never started"
-    );
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!has_ended(pid), "the worker should be running");
-    lab.kill().unwrap(); // SIGKILL
-    lab.wait().unwrap();
-    assert!(
-        eventually(20, || has_ended(pid)),
-        "worker {pid} outlived lab"
-    );
+    kill_lab_and_expect_worker_gone(&mut lab, &pid_file, "lab measure");
     assert!(!out.exists());
 }

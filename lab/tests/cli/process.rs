@@ -25,3 +25,30 @@ pub fn eventually(seconds: u64, mut check: impl FnMut() -> bool) -> bool {
     }
     check()
 }
+
+/// Waits for the worker to write its pid (a line) into `pid_file`, kills `lab` with SIGKILL
+/// (which it cannot catch), and asserts that the worker ends too (the parent-death signal).
+/// `what` names the command in the failure messages.
+pub fn kill_lab_and_expect_worker_gone(
+    lab: &mut std::process::Child,
+    pid_file: &std::path::Path,
+    what: &str,
+) {
+    assert!(
+        eventually(20, || std::fs::read_to_string(pid_file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "{what}: the worker never started"
+    );
+    let pid: u32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!has_ended(pid), "{what}: the worker should be running");
+    lab.kill().unwrap();
+    lab.wait().unwrap();
+    assert!(
+        eventually(20, || has_ended(pid)),
+        "worker {pid} outlived {what}"
+    );
+}

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::process::{eventually, has_ended};
+use super::process::kill_lab_and_expect_worker_gone;
 
 /// Writes the fake worker into `dir`. It appends the requested width to `$FAKE_DIR/calls`;
 /// fits up to `$FAKE_LIMIT` (peak 1000 bytes per unit of width), answers `out_of_memory`
@@ -527,22 +527,6 @@ fn the_worker_never_outlives_lab_sweep() {
         .spawn()
         .unwrap();
     let pid_file = dir.path().join("worker.pid");
-    assert!(
-        eventually(20, || std::fs::read_to_string(&pid_file)
-            .is_ok_and(|t| t.ends_with('\n'))),
-        "the hanging point never started"
-    );
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!has_ended(pid), "the worker should be running");
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(
-        eventually(20, || has_ended(pid)),
-        "worker {pid} outlived lab sweep"
-    );
+    kill_lab_and_expect_worker_gone(&mut child, &pid_file, "lab sweep");
     assert_eq!(calls(dir.path()), vec![64, 128]);
 }
