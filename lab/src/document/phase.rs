@@ -40,19 +40,6 @@ impl Phase {
             Phase::WarmForward => "warm_forward",
         }
     }
-
-    /// Whether the phase runs forward passes (and so ends with an output tensor alive).
-    pub fn is_forward(self) -> bool {
-        matches!(
-            self,
-            Phase::ColdForward | Phase::Warmup | Phase::WarmForward
-        )
-    }
-
-    /// The phase of a document name; `None` for an unknown name.
-    pub fn from_name(name: &str) -> Option<Phase> {
-        Phase::ALL.into_iter().find(|p| p.as_str() == name)
-    }
 }
 
 /// Writes the document name (`model_load`, ...).

@@ -122,15 +122,6 @@ pub struct Vision {
     pub channels: u64,
 }
 
-impl Architecture {
-    /// Whether any layer uses sliding-window attention.
-    pub fn has_sliding_window(&self) -> bool {
-        self.layer_attention
-            .iter()
-            .any(|a| matches!(a, LayerAttention::Sliding(_)))
-    }
-}
-
 /// Reads the architecture from `config.json` text.
 ///
 /// # Errors
