@@ -6,7 +6,9 @@ writes; named in the output), the architecture is built with random weights by t
 (no download: `from_config` on the meta device, `to_empty` on the GPU, bf16), then for several batch x context
 points:
 
-- weights: bytes allocated by the built model;
+- weights: bytes allocated by the built model, against `memory.weights_allocated_bytes`
+  (the caching allocator's blocks, not only the tensors' bytes), and the segments still
+  reserved after `empty_cache()`, against `memory.weights_reserved_bytes`;
 - KV cache: bytes held by the cache's tensors (distinct storages) after the prefill of
   `context` tokens and after DECODE_STEPS decode steps; the prediction for the latter is
   `lab plan` at context + DECODE_STEPS;
@@ -78,7 +80,10 @@ def config_copy(models, name, layers, tmp):
 def build(folder):
     cfg = AutoConfig.from_pretrained(folder)
     torch.manual_seed(0)
+    gc.collect()
+    torch.cuda.empty_cache()
     before = torch.cuda.memory_allocated()
+    reserved_before = torch.cuda.memory_reserved()
     # As from_pretrained does: build on the meta device, give every tensor its GPU memory once
     # (to_empty), tie shared weights again, then initialise in place (buffers included).
     with torch.device("meta"):
@@ -89,8 +94,12 @@ def build(folder):
     torch.cuda.synchronize()
     gc.collect()
     weights = torch.cuda.memory_allocated() - before
+    # Segments that hold no live block (initialisation temporaries) go back to the driver;
+    # what stays reserved is the weights' segments.
+    torch.cuda.empty_cache()
+    reserved = torch.cuda.memory_reserved() - reserved_before
     params = sum(p.numel() for p in model.parameters())
-    return model, weights, params
+    return model, weights, params, reserved
 
 
 def cache_bytes(cache):
@@ -180,7 +189,7 @@ def main():
     for name, layers, points in CASES:
         folder, label = config_copy(models, name, layers, tmp)
         t0 = time.time()
-        model, weights, params = build(folder)
+        model, weights, params, reserved = build(folder)
         vocab = model.config.get_text_config().vocab_size
         for batch, context in points:
             p = plan(lab, folder, batch, context)
@@ -192,7 +201,7 @@ def main():
                 continue
             row = {
                 "model": label, "batch": batch, "context": context,
-                "predicted_weights_bytes": p["memory"]["weights_bytes"],
+                "predicted_weights_bytes": p["memory"]["weights_allocated_bytes"],
                 "measured_weights_bytes": weights,
                 "predicted_kv_cache_bytes": p_dec["memory"]["kv_cache_bytes"],
                 "measured_kv_cache_bytes": kv_dec,
@@ -204,6 +213,9 @@ def main():
             detail.update({
                 "decode_steps": DECODE_STEPS,
                 "parameters_predicted": p["parameters"], "parameters_built": params,
+                "predicted_tensor_bytes": p["memory"]["weights_bytes"],
+                "predicted_weights_reserved_bytes": p["memory"]["weights_reserved_bytes"],
+                "measured_weights_reserved_bytes": reserved,
                 "predicted_prefill_kv_bytes": p["memory"]["prefill_kv_cache_bytes"],
                 "measured_kv_after_prefill_bytes": kv_pre,
                 "predicted_workspace_bytes": p["memory"]["activation_bytes"],
@@ -222,7 +234,7 @@ def main():
         torch.cuda.empty_cache()
     for name, layers, points in TRAINING:
         folder, label = config_copy(models, name, layers, tmp)
-        model, weights, params = build(folder)
+        model, weights, params, _ = build(folder)
         vocab = model.config.get_text_config().vocab_size
         for batch, context in points:
             for ckpt in (False, True):
@@ -231,7 +243,7 @@ def main():
                 state, peak = training_case(model, vocab, batch, context, ckpt)
                 row = {
                     "model": label, "batch": batch, "context": context, "checkpointing": ckpt,
-                    "predicted_state_bytes": p["memory"]["weights_bytes"] + p["memory"]["master_weights_bytes"] + p["memory"]["optimizer_bytes"],
+                    "predicted_state_bytes": p["memory"]["weights_allocated_bytes"] + p["memory"]["master_weights_bytes"] + p["memory"]["optimizer_bytes"],
                     "measured_state_bytes": state,
                     "predicted_activation_bytes": p["memory"]["activation_bytes"],
                     "predicted_peak_bytes": p["memory"]["total_bytes"],

@@ -27,6 +27,8 @@ fn llama_3_1_8b_worked_check() {
     let p = plan_json(&["--model", model.to_str().unwrap(), "--context", "8192"]);
     assert_eq!(p["parameters"], 8030261248u64);
     assert_eq!(p["memory"]["weights_bytes"], 16060522496u64);
+    // As allocated on the H200: the two rotary buffers' 512-byte blocks on top.
+    assert_eq!(p["memory"]["weights_allocated_bytes"], 16060523520u64);
     assert_eq!(p["memory"]["kv_cache_bytes_per_token"], 131072);
     assert_eq!(p["memory"]["kv_cache_bytes"], 1073741824u64);
     let pk = p["packages"].as_array().unwrap();
@@ -199,4 +201,130 @@ fn non_regular_model_files_are_refused_without_blocking() {
         assert!(stderr.contains(expected), "{name}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
     }
+}
+
+/// A dump of `scripts/module_order.py`: (name, config path, [(elements, bytes)]).
+type Fixture = (String, std::path::PathBuf, Vec<(u64, u64)>);
+
+fn module_orders() -> Vec<Fixture> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/module-order");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let own = dir.join("config.json");
+        let config = if own.is_file() {
+            own
+        } else {
+            models().join(&name).join("config.json")
+        };
+        let text = std::fs::read_to_string(dir.join("tensors.tsv")).unwrap();
+        let tensors = text
+            .lines()
+            .map(|line| {
+                let f: Vec<&str> = line.split('\t').collect();
+                let elements: u64 = f[1].parse().unwrap();
+                (elements, elements * f[2].parse::<u64>().unwrap())
+            })
+            .collect();
+        out.push((name, config, tensors));
+    }
+    out.sort();
+    assert!(out.len() >= 14, "fixtures missing under {}", root.display());
+    out
+}
+
+/// Every tensor, in the order transformers 5.17 materialises it, for every family.
+#[test]
+fn layout_is_transformers_module_order() {
+    use lab::plan::layout;
+    for (name, config, expected) in module_orders() {
+        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
+        let mut got = Vec::new();
+        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
+            got.push((t.elements, layout::tensor_bytes(t, 2, &|n| 2 * n)));
+        });
+        let first = got.iter().zip(&expected).position(|(g, e)| g != e);
+        assert!(
+            first.is_none() && got.len() == expected.len(),
+            "{name}: {} tensors listed, {} expected; first difference at {first:?}",
+            got.len(),
+            expected.len()
+        );
+    }
+}
+
+/// The layout's parameters add up to the closed-form counts, role by role.
+#[test]
+fn layout_totals_are_the_parameter_counts() {
+    use lab::plan::layout::{self, Role};
+    for (name, config, _) in module_orders() {
+        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
+        let counts = lab::plan::params::count(&arch, attention_bias, mlp_bias);
+        let mut sums = [0u128; 5];
+        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
+            let slot = match t.role {
+                Role::Embedding => 0,
+                Role::OutputHead => 1,
+                Role::Linear => 2,
+                Role::Other => 3,
+                Role::Vision => 4,
+                Role::Buffer(_) => return,
+            };
+            sums[slot] += u128::from(t.elements);
+        });
+        assert_eq!(
+            sums,
+            [
+                counts.embedding,
+                counts.output_head,
+                counts.linear,
+                counts.other,
+                counts.vision
+            ],
+            "{name}"
+        );
+    }
+}
+
+/// `weights_allocated_bytes` is what the H200 measured (`torch.cuda.memory_allocated()`
+/// after loading, `examples/h200/plan/plan-h200.csv`), to the byte, for every model there.
+#[test]
+fn weights_as_allocated_match_the_h200() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = std::fs::read_to_string(root.join("examples/h200/plan/plan-h200.csv")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = std::collections::BTreeSet::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (model, measured): (&str, u64) = (f[0], f[4].parse().unwrap());
+        if !checked.insert(model.to_string()) {
+            continue;
+        }
+        // "mixtral-8x7b (4 layers)": the config with fewer layers, as the script built it.
+        let folder = match model.split_once(" (") {
+            None => models().join(model),
+            Some((base, rest)) => {
+                let layers: u64 = rest.trim_end_matches(" layers)").parse().unwrap();
+                let text = std::fs::read_to_string(models().join(base).join("config.json"));
+                let mut cfg: Value = serde_json::from_str(&text.unwrap()).unwrap();
+                cfg["num_hidden_layers"] = layers.into();
+                let dir = tmp.path().join(base);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+                dir
+            }
+        };
+        let p = plan_json(&[
+            "--model",
+            folder.to_str().unwrap(),
+            "--weights-dtype",
+            "bf16",
+        ]);
+        assert_eq!(
+            p["memory"]["weights_allocated_bytes"], measured,
+            "{model}: predicted vs measured allocated bytes"
+        );
+    }
+    assert_eq!(checked.len(), 9);
 }

@@ -194,7 +194,10 @@ fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
             ""
         }
     ));
-    let mut rows = vec![("weights", m.weights_bytes)];
+    let mut rows = vec![
+        ("weights", m.weights_bytes),
+        ("weights as allocated on a GPU", m.weights_allocated_bytes),
+    ];
     match p.mode {
         Mode::Inference => {
             rows.push(("KV cache", m.kv_cache_bytes));
@@ -218,6 +221,11 @@ fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
     for (name, bytes) in rows {
         out.push(format!("  {name:<width$}  {}", both(bytes)));
     }
+    out.push(format!(
+        "  the total counts the weights as allocated: PyTorch's caching allocator rounds blocks (+{} B, buffers included) and reserves {} for them",
+        m.weights_allocated_bytes.saturating_sub(m.weights_bytes),
+        both(m.weights_reserved_bytes)
+    ));
     if p.mode == Mode::Inference {
         out.push(format!(
             "  KV cache per token: {} B (all layers, one sequence)",

@@ -17,6 +17,10 @@ use serde_json::{Map, Value};
 /// Largest `config.json` read, in bytes (16 MiB; real ones are a few KB).
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
+/// Most decoder (or vision encoder) layers a config may state: far above any real model, low
+/// enough that listing every layer's tensors stays instant.
+pub const MAX_LAYERS: u64 = 100_000;
+
 /// The model families `lab plan` knows, by their `model_type`.
 pub const SUPPORTED: [&str; 12] = [
     "llama",
@@ -302,7 +306,7 @@ fn layer_attention(f: &Fields, family: &str, layers: u64) -> Result<Vec<LayerAtt
     let window = f.optional("sliding_window")?;
     let count = usize::try_from(layers)
         .ok()
-        .filter(|n| *n <= 100_000)
+        .filter(|n| *n as u64 <= MAX_LAYERS)
         .ok_or_else(|| {
             Error::usage(format!(
                 "config.json: num_hidden_layers {layers} is not a plausible layer count"
@@ -363,9 +367,15 @@ fn vision_facts(v: &Map<String, Value>) -> Result<Vision> {
         model_type: "gemma3 vision_config",
     };
     // SiglipVisionConfig defaults where the public config leaves a field out.
+    let layers = f.optional("num_hidden_layers")?.unwrap_or(12);
+    if layers > MAX_LAYERS {
+        return Err(Error::usage(format!(
+            "config.json: vision_config num_hidden_layers {layers} is not a plausible layer count"
+        )));
+    }
     Ok(Vision {
         hidden: f.optional("hidden_size")?.unwrap_or(768),
-        layers: f.optional("num_hidden_layers")?.unwrap_or(12),
+        layers,
         intermediate: f.optional("intermediate_size")?.unwrap_or(3072),
         image_size: f.optional("image_size")?.unwrap_or(224),
         patch_size: f.optional("patch_size")?.unwrap_or(16).max(1),

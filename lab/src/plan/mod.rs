@@ -10,8 +10,10 @@
 //! Every figure is an integer count of bytes or cents; GiB and GB are shown from them,
 //! rounded once half-to-even.
 
+pub mod allocator;
 pub mod config;
 pub mod gpu_memory;
+pub mod layout;
 pub mod memory;
 pub mod packages;
 pub mod params;
@@ -84,8 +86,16 @@ pub struct Headers {
 /// The memory breakdown, bytes, with GiB and GB shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Memory {
-    /// Weights.
+    /// Weights: the tensors' own bytes (the safetensors data when stored as is).
     pub weights_bytes: u64,
+    /// Weights once on one GPU: what `torch.cuda.memory_allocated()` reports after loading,
+    /// predicted by replaying PyTorch's caching allocator over the tensors in the order
+    /// `transformers` materialises them ([`allocator`], [`layout`]); includes the model's
+    /// buffers (rotary frequencies). Exact for the models measured on the H200; for
+    /// quantized formats an estimate (their packing is library-specific).
+    pub weights_allocated_bytes: u64,
+    /// The segments the allocator reserves for those weights (`memory_reserved()`), bytes.
+    pub weights_reserved_bytes: u64,
     /// KV cache at the full context, sliding windows applied (0 in training).
     pub kv_cache_bytes: u64,
     /// KV cache of one token of one sequence, summed over layers (full layers only; sliding
@@ -101,9 +111,10 @@ pub struct Memory {
     pub master_weights_bytes: u64,
     /// Training: AdamW moments, fp32.
     pub optimizer_bytes: u64,
-    /// Everything above at its peak: inference `weights + max(prefill KV, KV) + workspace`;
-    /// training `weights + master + optimizer + max(gradients, activations + output-head
-    /// gradient)` (the backward pass frees activations as it writes gradients).
+    /// Everything above at its peak, with the weights as allocated: inference `weights
+    /// allocated + max(prefill KV, KV) + workspace`; training `weights allocated + master +
+    /// optimizer + max(gradients, activations + output-head gradient)` (the backward pass
+    /// frees activations as it writes gradients).
     pub total_bytes: u64,
     /// Runtime reserve per GPU, not in `total_bytes` (subtracted from each GPU's memory).
     pub runtime_reserve_bytes_per_gpu: u64,
@@ -310,6 +321,15 @@ pub fn plan(
             2,
         ),
     };
+    let (weights_allocated_bytes, weights_reserved_bytes) = on_gpu(
+        &arch,
+        attention_bias,
+        mlp_bias,
+        &request.weights,
+        weight_element_bytes,
+        weights_bytes,
+    )
+    .ok_or_else(too_big)?;
     // Activations and the KV cache default to the weights' float width (16 bits for
     // quantized weights).
     let act_bytes = weight_element_bytes.max(2);
@@ -373,7 +393,7 @@ pub fn plan(
         Mode::Training => u128::from(counts.embedding) * u128::from(weight_element_bytes),
         Mode::Inference => 0,
     };
-    let total = u128::from(weights_bytes)
+    let total = u128::from(weights_allocated_bytes)
         + kv.max(prefill_kv)
         + master
         + optimizer
@@ -383,6 +403,8 @@ pub fn plan(
         };
     let mem = Memory {
         weights_bytes,
+        weights_allocated_bytes,
+        weights_reserved_bytes,
         kv_cache_bytes: narrow(kv)?,
         kv_cache_bytes_per_token: narrow(per_token)?,
         prefill_kv_cache_bytes: narrow(prefill_kv)?,
@@ -394,7 +416,7 @@ pub fn plan(
         runtime_reserve_bytes_per_gpu: packages::RUNTIME_RESERVE_BYTES,
     };
     let need = packages::Need {
-        sharded: u128::from(weights_bytes) + master + optimizer + gradients.min(total),
+        sharded: u128::from(weights_allocated_bytes) + master + optimizer + gradients.min(total),
         kv: kv.max(prefill_kv),
         kv_split: arch.latent.is_none(),
         whole: match request.mode {
@@ -464,6 +486,47 @@ pub fn plan(
         packages: pk,
         catalog: catalog.info(),
     })
+}
+
+/// The weights' allocated and reserved bytes on one GPU: the caching allocator replayed over
+/// the layout's tensors in this format, its rounding (and the buffers) added to
+/// `weights_bytes` so that headers that disagree with the config keep their own total.
+fn on_gpu(
+    arch: &Architecture,
+    attention_bias: bool,
+    mlp_bias: bool,
+    format: &WeightsFormat,
+    element: u64,
+    weights_bytes: u64,
+) -> Option<(u64, u64)> {
+    // Quantized matrices at their bits; everything else (and fp8/int8 checkpoints' norms) in
+    // 16 bits; float formats at their width throughout.
+    let (matrix_bits, parameter) = match format {
+        WeightsFormat::Named(n) if !matches!(n.as_str(), "fp32" | "bf16" | "fp16") => {
+            (format_bits(n)?, 2)
+        }
+        WeightsFormat::Bits(bits) => (*bits, 2),
+        _ => (Decimal::from(8 * element), element.max(2)),
+    };
+    let matrix = |n: u64| bytes_for(n, matrix_bits).unwrap_or(u64::MAX);
+    let mut replay = allocator::CachingAllocator::new();
+    let mut parameters: u128 = 0;
+    layout::for_each(arch, attention_bias, mlp_bias, &mut |t| {
+        let bytes = layout::tensor_bytes(t, parameter, &matrix);
+        if !matches!(t.role, layout::Role::Buffer(_)) {
+            parameters += u128::from(bytes);
+        }
+        replay.allocate(bytes);
+    });
+    let rounding = replay.allocated_bytes().checked_sub(parameters)?;
+    let caching = replay
+        .reserved_bytes()
+        .checked_sub(replay.allocated_bytes())?;
+    let allocated = u128::from(weights_bytes).checked_add(rounding)?;
+    Some((
+        u64::try_from(allocated).ok()?,
+        u64::try_from(allocated.checked_add(caching)?).ok()?,
+    ))
 }
 
 fn element_bytes(name: &str) -> u64 {
