@@ -9,9 +9,15 @@
 //! left out), added to each row's measured baseline: weights for `model_load`, the input for
 //! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
+//!
+//! A document with a `graph` object (the CUDA-graph floor, docs/PROTOCOL.md §4.6) adds its
+//! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`]),
+//! one set per file, the eager time being the median GPU time of the file's `warm_forward`
+//! rows. Without any `graph` object the report is exactly as before.
 
+use crate::document::graph::{self, GraphSection};
 use crate::document::{
-    Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
+    median, Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
 };
 use crate::text::one_line;
 use crate::units::{gib, mib};
@@ -104,6 +110,10 @@ pub struct ReportFile {
     pub configuration: Configuration,
     /// Model sizes.
     pub synthetic_model: SyntheticModel,
+    /// The CUDA-graph floor (docs/PROTOCOL.md §4.6), when the document has one; left out of
+    /// the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphSection>,
 }
 
 /// Rows of one phase over all files.
@@ -147,6 +157,7 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
             total_memory_bytes: m.document.environment.total_memory_bytes,
             configuration: m.document.configuration.clone(),
             synthetic_model: m.document.synthetic_model.clone(),
+            graph: m.document.graph.clone(),
         })
         .collect();
     let phases = Phase::ALL
@@ -260,7 +271,58 @@ fn file_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
-/// The report as aligned plain-text tables (memory in MiB, times in milliseconds).
+/// Median GPU time of the `warm_forward` rows of file `index`, seconds: the eager time that
+/// `lab measure`'s summary holds against the graph floor.
+fn eager_gpu_seconds(report: &Report, index: usize) -> Option<f64> {
+    let gpu: Vec<f64> = report
+        .phases
+        .iter()
+        .filter(|t| t.phase == Phase::WarmForward)
+        .flat_map(|t| t.rows.iter())
+        .filter(|r| r.file_index == index)
+        .filter_map(|r| r.measured.gpu_seconds)
+        .collect();
+    median(&gpu)
+}
+
+/// Title of the graph-floor section, in text and Markdown.
+const GRAPH_TITLE: &str = "CUDA graph (docs/PROTOCOL.md §4.6)";
+
+/// The graph-floor lines of the report: for each file, the lines of
+/// [`graph::summary_text`] (the one formatting of the graph floor, shared with `lab
+/// measure`) prefixed by the file's index and passed through [`one_line`]; a file without a
+/// `graph` object gets one line saying so. Empty when no file has one, so that such reports
+/// stay exactly as they were.
+fn graph_lines(report: &Report) -> Vec<String> {
+    if report.files.iter().all(|f| f.graph.is_none()) {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    for f in &report.files {
+        match &f.graph {
+            Some(g) => {
+                let summary = graph::summary_text(
+                    g,
+                    eager_gpu_seconds(report, f.index),
+                    f.synthetic_model.flops_per_forward,
+                );
+                lines.extend(
+                    summary
+                        .lines()
+                        .map(|line| format!("[{}] {}", f.index, one_line(line))),
+                );
+            }
+            None => lines.push(format!(
+                "[{}] no graph object (measured without --graph-replays)",
+                f.index
+            )),
+        }
+    }
+    lines
+}
+
+/// The report as aligned plain-text tables (memory in MiB, times in milliseconds), then the
+/// graph floor of the files that have one.
 pub fn render_text(report: &Report) -> String {
     let mut out = String::new();
     for line in file_lines(report) {
@@ -279,10 +341,18 @@ pub fn render_text(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "\n{}", report.prediction_note);
+    let graph = graph_lines(report);
+    if !graph.is_empty() {
+        let _ = writeln!(out, "\n{GRAPH_TITLE}");
+        for line in graph {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     out
 }
 
-/// The report as Markdown: a file list and one pipe table per phase.
+/// The report as Markdown: a file list, one pipe table per phase, then the graph floor of the
+/// files that have one as a list.
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::from("## Measurement report\n\n");
     for line in file_lines(report) {
@@ -309,6 +379,13 @@ pub fn render_markdown(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "\n{}.", capitalise(report.prediction_note));
+    let graph = graph_lines(report);
+    if !graph.is_empty() {
+        let _ = writeln!(out, "\n### {}\n", capitalise(GRAPH_TITLE));
+        for line in graph {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
     out
 }
 
