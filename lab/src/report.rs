@@ -9,9 +9,15 @@
 //! left out), added to each row's measured baseline: weights for `model_load`, the input for
 //! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
+//!
+//! A document with a `graph` object (the CUDA-graph floor, docs/PROTOCOL.md §4.6) adds its
+//! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`]),
+//! one set per file, the eager time being the median GPU time of the file's `warm_forward`
+//! rows. Without any `graph` object the report is exactly as before.
 
+use crate::document::graph::{self, GraphSection};
 use crate::document::{
-    Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
+    median, Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
 };
 use crate::text::one_line;
 use crate::units::{gib, mib};
@@ -104,6 +110,10 @@ pub struct ReportFile {
     pub configuration: Configuration,
     /// Model sizes.
     pub synthetic_model: SyntheticModel,
+    /// The CUDA-graph floor (docs/PROTOCOL.md §4.6), when the document has one; left out of
+    /// the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphSection>,
 }
 
 /// Rows of one phase over all files.
@@ -147,6 +157,7 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
             total_memory_bytes: m.document.environment.total_memory_bytes,
             configuration: m.document.configuration.clone(),
             synthetic_model: m.document.synthetic_model.clone(),
+            graph: m.document.graph.clone(),
         })
         .collect();
     let phases = Phase::ALL
@@ -260,7 +271,58 @@ fn file_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
-/// The report as aligned plain-text tables (memory in MiB, times in milliseconds).
+/// Median GPU time of the `warm_forward` rows of file `index`, seconds: the eager time that
+/// `lab measure`'s summary holds against the graph floor.
+fn eager_gpu_seconds(report: &Report, index: usize) -> Option<f64> {
+    let gpu: Vec<f64> = report
+        .phases
+        .iter()
+        .filter(|t| t.phase == Phase::WarmForward)
+        .flat_map(|t| t.rows.iter())
+        .filter(|r| r.file_index == index)
+        .filter_map(|r| r.measured.gpu_seconds)
+        .collect();
+    median(&gpu)
+}
+
+/// Title of the graph-floor section, in text and Markdown.
+const GRAPH_TITLE: &str = "CUDA graph (docs/PROTOCOL.md §4.6)";
+
+/// The graph-floor lines of the report: for each file, the lines of
+/// [`graph::summary_text`] (the one formatting of the graph floor, shared with `lab
+/// measure`) prefixed by the file's index and passed through [`one_line`]; a file without a
+/// `graph` object gets one line saying so. Empty when no file has one, so that such reports
+/// stay exactly as they were.
+fn graph_lines(report: &Report) -> Vec<String> {
+    if report.files.iter().all(|f| f.graph.is_none()) {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    for f in &report.files {
+        match &f.graph {
+            Some(g) => {
+                let summary = graph::summary_text(
+                    g,
+                    eager_gpu_seconds(report, f.index),
+                    f.synthetic_model.flops_per_forward,
+                );
+                lines.extend(
+                    summary
+                        .lines()
+                        .map(|line| format!("[{}] {}", f.index, one_line(line))),
+                );
+            }
+            None => lines.push(format!(
+                "[{}] no graph object (measured without --graph-replays)",
+                f.index
+            )),
+        }
+    }
+    lines
+}
+
+/// The report as aligned plain-text tables (memory in MiB, times in milliseconds), then the
+/// graph floor of the files that have one.
 pub fn render_text(report: &Report) -> String {
     let mut out = String::new();
     for line in file_lines(report) {
@@ -279,10 +341,18 @@ pub fn render_text(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "\n{}", report.prediction_note);
+    let graph = graph_lines(report);
+    if !graph.is_empty() {
+        let _ = writeln!(out, "\n{GRAPH_TITLE}");
+        for line in graph {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     out
 }
 
-/// The report as Markdown: a file list and one pipe table per phase.
+/// The report as Markdown: a file list, one pipe table per phase, then the graph floor of the
+/// files that have one as a list.
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::from("## Measurement report\n\n");
     for line in file_lines(report) {
@@ -309,6 +379,13 @@ pub fn render_markdown(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "\n{}.", capitalise(report.prediction_note));
+    let graph = graph_lines(report);
+    if !graph.is_empty() {
+        let _ = writeln!(out, "\n### {}\n", capitalise(GRAPH_TITLE));
+        for line in graph {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
     out
 }
 
@@ -1161,8 +1238,32 @@ mod extremes {
         "/phases/*/peak_reserved_bytes",
     ];
 
+    /// The values every numeric field is set to: integers at their extremes, and floats from
+    /// the smallest subnormal to `f64::MAX`.
+    fn extreme_values() -> Vec<Value> {
+        vec![
+            Value::from(0u64),
+            Value::from(1u64),
+            Value::from(u64::MAX),
+            serde_json::json!(5e-324),
+            serde_json::json!(2.2250738585072014e-308),
+            serde_json::json!(1e-300),
+            serde_json::json!(1e306),
+            serde_json::json!(1e308),
+            serde_json::json!(f64::MAX),
+        ]
+    }
+
+    /// Sets the field at `pointer` (`/phases/*/x`: every row; `/phases/warm/x`: every
+    /// `warm_forward` row; `/a/b/*`: every element of an array or every value of an object).
     fn set(document: &mut Value, pointer: &str, value: &Value) {
-        if let Some(field) = pointer.strip_prefix("/phases/*/") {
+        if let Some(container) = pointer.strip_suffix("/*") {
+            match document.pointer_mut(container).unwrap() {
+                Value::Array(items) => items.iter_mut().for_each(|v| *v = value.clone()),
+                Value::Object(fields) => fields.values_mut().for_each(|v| *v = value.clone()),
+                other => panic!("{container} is {other}"),
+            }
+        } else if let Some(field) = pointer.strip_prefix("/phases/*/") {
             for row in document["phases"].as_array_mut().unwrap() {
                 row[field] = value.clone();
             }
@@ -1240,20 +1341,9 @@ mod extremes {
     #[test]
     fn every_numeric_field_at_its_extremes_renders_a_well_formed_svg() {
         let base: Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
-        let values: Vec<Value> = vec![
-            Value::from(0u64),
-            Value::from(1u64),
-            Value::from(u64::MAX),
-            serde_json::json!(5e-324),
-            serde_json::json!(2.2250738585072014e-308),
-            serde_json::json!(1e-300),
-            serde_json::json!(1e306),
-            serde_json::json!(1e308),
-            serde_json::json!(f64::MAX),
-        ];
         let mut rendered = 0;
         for field in FIELDS {
-            for value in &values {
+            for value in &extreme_values() {
                 let mut doc = base.clone();
                 set(&mut doc, field, value);
                 // Values the field's type refuses (a float in a counter, repetition 0) are
@@ -1279,5 +1369,161 @@ mod extremes {
         }
         // 27 fields x 3 integers (less repetition 0), and 2 time fields x 6 floats
         assert_eq!(rendered, 27 * 3 - 1 + 2 * 6);
+    }
+
+    /// `sample_json(64, 4)` with the `graph` object of
+    /// examples/h200/graph/rust-small-float32.json (the same configuration).
+    fn graph_document() -> Value {
+        let mut doc: Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
+        let counters = |base: u64, base_res: u64, end: u64, end_res: u64, peak: u64| {
+            serde_json::json!({
+                "baseline_allocated_bytes": base, "baseline_reserved_bytes": base_res,
+                "end_allocated_bytes": end, "end_reserved_bytes": end_res,
+                "peak_allocated_bytes": peak, "peak_reserved_bytes": end_res
+            })
+        };
+        doc["graph"] = serde_json::json!({
+            "memory_pool": "private",
+            "capture_warmup_forwards": 3,
+            "replays": 1000,
+            "batches": 5,
+            "batch_gpu_seconds_per_forward": [
+                7.592991828918457e-06, 7.580480098724365e-06, 7.579328060150147e-06,
+                7.580448150634766e-06, 7.579232215881348e-06
+            ],
+            "median_gpu_seconds_per_forward": 7.580448150634766e-06,
+            "min_gpu_seconds_per_forward": 7.579232215881348e-06,
+            "max_gpu_seconds_per_forward": 7.592991828918457e-06,
+            "synchronised_wall_seconds_median": 1.2915e-05,
+            "synchronised_wall_seconds_min": 1.2763e-05,
+            "synchronised_wall_seconds_max": 2.3448e-05,
+            "capture_wall_seconds": 0.008089602,
+            "capture": counters(34_739_712, 35_651_584, 69_347_840, 73_400_320, 69_376_512),
+            "replay": counters(69_347_840, 73_400_320, 69_347_840, 73_400_320, 69_347_840),
+        });
+        doc
+    }
+
+    /// What the reader accepts in a group of graph fields.
+    #[derive(Clone, Copy)]
+    enum Accepts {
+        /// Any number (`u64` values read as floats).
+        Float,
+        /// An unsigned integer.
+        Count,
+        /// 1 to `MAX_REPLAYS`: of the extreme values, 1 only.
+        Replays,
+        /// Nothing else than the number of batch times (5): none of the extreme values.
+        Batches,
+    }
+
+    /// The numeric fields of the `graph` object, in groups set together so that the reader's
+    /// checks (min ≤ median ≤ max, allocated ≤ reserved) still hold and the value reaches the
+    /// report.
+    const GRAPH_FIELDS: [(&[&str], Accepts); 8] = [
+        (&["/graph/capture_warmup_forwards"], Accepts::Count),
+        (&["/graph/replays"], Accepts::Replays),
+        (&["/graph/batches"], Accepts::Batches),
+        (
+            &[
+                "/graph/batch_gpu_seconds_per_forward/*",
+                "/graph/median_gpu_seconds_per_forward",
+                "/graph/min_gpu_seconds_per_forward",
+                "/graph/max_gpu_seconds_per_forward",
+            ],
+            Accepts::Float,
+        ),
+        (
+            &[
+                "/graph/synchronised_wall_seconds_median",
+                "/graph/synchronised_wall_seconds_min",
+                "/graph/synchronised_wall_seconds_max",
+            ],
+            Accepts::Float,
+        ),
+        (&["/graph/capture_wall_seconds"], Accepts::Float),
+        (&["/graph/capture/*"], Accepts::Count),
+        (&["/graph/replay/*"], Accepts::Count),
+    ];
+
+    /// The graph section of a rendered report: the lines after its title.
+    fn graph_section<'a>(output: &'a str, title: &str) -> Vec<&'a str> {
+        output
+            .split_once(title)
+            .map_or_else(Vec::new, |(_, rest)| rest.lines().collect())
+    }
+
+    #[test]
+    fn graph_fields_at_their_extremes_render_one_line_each() {
+        let base = graph_document();
+        // The graph fields, and the phase fields too (the eager time is the warm_forward
+        // rows' median GPU time), each group at every extreme value.
+        let groups = GRAPH_FIELDS.iter().copied().chain(FIELDS.iter().map(|f| {
+            let accepts = if f.ends_with("_seconds") {
+                Accepts::Float
+            } else {
+                Accepts::Count
+            };
+            (std::slice::from_ref(f), accepts)
+        }));
+        let mut rendered = 0;
+        for (fields, accepts) in groups {
+            for value in &extreme_values() {
+                let mut doc = base.clone();
+                for field in fields {
+                    set(&mut doc, field, value);
+                }
+                let zeroth = fields[0].ends_with("repetition") && value == &Value::from(0u64);
+                let expected = match accepts {
+                    Accepts::Float => true,
+                    Accepts::Count => !value.is_f64() && !zeroth,
+                    Accepts::Replays => value == &Value::from(1u64),
+                    Accepts::Batches => false,
+                };
+                let parsed = crate::document::parse(doc.to_string().as_bytes());
+                assert_eq!(parsed.is_ok(), expected, "{fields:?} = {value}: {parsed:?}");
+                let Ok(document) = parsed else { continue };
+                let graph = document.graph.clone().expect("a graph object");
+                let loaded = vec![LoadedMeasurement {
+                    path: "m.json".into(),
+                    sha256: "0".repeat(64),
+                    document,
+                }];
+                let (text, markdown, svg) = render_all(build_report(&loaded));
+                // One line per summary line, in order; the achieved line only with a
+                // positive graph time.
+                let mut starts = vec!["[1] graph floor: ", "[1] eager vs graph: "];
+                if graph.median_gpu_seconds_per_forward > 0.0 {
+                    starts.push("[1] achieved by graph time: ");
+                }
+                starts.push("[1] graph memory: ");
+                for (output, title, indent) in [
+                    (&text, "\nCUDA graph (docs/PROTOCOL.md §4.6)\n", "  "),
+                    (
+                        &markdown,
+                        "\n### CUDA graph (docs/PROTOCOL.md §4.6)\n\n",
+                        "- ",
+                    ),
+                ] {
+                    let lines = graph_section(output, title);
+                    assert_eq!(lines.len(), starts.len(), "{fields:?} = {value}: {output}");
+                    for (line, start) in lines.iter().zip(&starts) {
+                        assert!(
+                            line.starts_with(&format!("{indent}{start}")),
+                            "{fields:?} = {value}: {line}"
+                        );
+                        assert!(!line.chars().any(char::is_control), "{line:?}");
+                    }
+                }
+                assert!(
+                    roxmltree::Document::parse(&svg).is_ok(),
+                    "{fields:?} = {value}"
+                );
+                rendered += 1;
+            }
+        }
+        // graph: warm-up forwards and the two counter groups 3 integers each, replays 1,
+        // batches none, the three time groups all 9 values; phases as in the test above
+        assert_eq!(rendered, 3 * 3 + 1 + 3 * 9 + (27 * 3 - 1 + 2 * 6));
     }
 }

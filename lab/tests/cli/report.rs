@@ -1,8 +1,9 @@
 //! `lab report` through the binary: tables, Markdown, JSON, the SVG file and the errors.
 
-use super::support::{assert_refused, lab};
+use super::support::{assert_refused, lab, repo_root};
 use assert_cmd::Command;
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 /// One phase row; `base`, `end`, `peak` are allocated bytes; reserved is 2 MiB throughout.
@@ -257,4 +258,103 @@ fn bad_files_are_one_line_exit_2_missing_ones_exit_1() {
         "not a measurement document",
     );
     assert!(!svg.exists());
+}
+
+/// A real H200 document with a `graph` object (`lab measure --graph-replays 1000`, rust,
+/// float32, b1 c16 w64).
+fn graph_example() -> PathBuf {
+    repo_root().join("examples/h200/graph/rust-small-float32.json")
+}
+
+/// Standard output of `lab report ARGS`, which must succeed.
+fn report<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    let output = lab().arg("report").args(args).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The graph floor of examples/h200/graph/rust-small-float32.json, worked out by hand from its
+/// `graph` object and its two warm_forward GPU times (35.232 and 34.240 µs, median 34.736):
+/// 7.5804 µs per forward (min 7.5792, max 7.5930), wall 12.915 µs; overhead 34.736 - 7.580 =
+/// 27.156 µs, 34.736 / 7.580 = 4.58; 1,048,576 FLOP / 7.580 µs = 0.138 TFLOP/s; capture:
+/// 69,347,840 - 34,739,712 B allocated and 73,400,320 - 35,651,584 B reserved.
+const GRAPH_LINES: [&str; 4] = [
+    "[1] graph floor: 5 batches of 1000 CUDA-graph replays, median 7.58 µs per forward \
+     (min 7.58, max 7.59); one replay + synchronize: median wall 12.91 µs",
+    "[1] eager vs graph: 34.74 µs vs 7.58 µs per forward (GPU events, medians); launch \
+     overhead 27.16 µs per forward (eager = 4.6× graph)",
+    "[1] achieved by graph time: 0.138 TFLOP/s (the launch-free figure to compare across GPUs)",
+    "[1] graph memory: warm-up and capture left 34608128 B more allocated and 37748736 B more \
+     reserved (the graph keeps its own private memory pool while it exists); replays: end \
+     allocated 69347840 B = baseline 69347840 B",
+];
+
+#[test]
+fn a_graph_document_shows_its_graph_floor() {
+    let file = graph_example();
+    let text = report([&file]);
+    let (_, graph) = text
+        .split_once("\n\nCUDA graph (docs/PROTOCOL.md §4.6)\n")
+        .unwrap_or_else(|| panic!("no graph section: {text}"));
+    let expected: Vec<String> = GRAPH_LINES.iter().map(|l| format!("  {l}")).collect();
+    assert_eq!(graph.lines().collect::<Vec<_>>(), expected);
+
+    let md = report([OsStr::new("--markdown"), file.as_os_str()]);
+    let (_, graph) = md
+        .split_once("\n\n### CUDA graph (docs/PROTOCOL.md §4.6)\n\n")
+        .unwrap_or_else(|| panic!("no graph section: {md}"));
+    let expected: Vec<String> = GRAPH_LINES.iter().map(|l| format!("- {l}")).collect();
+    assert_eq!(graph.lines().collect::<Vec<_>>(), expected);
+
+    let v: Value = serde_json::from_str(&report([OsStr::new("--json"), file.as_os_str()])).unwrap();
+    let graph = &v["files"][0]["graph"];
+    assert_eq!(graph["replays"], 1000);
+    assert_eq!(
+        graph["median_gpu_seconds_per_forward"],
+        7.580448150634766e-6
+    );
+    assert_eq!(graph["capture"]["end_reserved_bytes"], 73_400_320);
+}
+
+#[test]
+fn without_a_graph_object_the_report_is_unchanged() {
+    // The graph example with its `graph` object removed (same name, so only the SHA-256 of
+    // its file line differs): the report is the graph report up to its graph section.
+    let dir = tempfile::tempdir().unwrap();
+    let with = graph_example();
+    let mut document: Value = serde_json::from_slice(&std::fs::read(&with).unwrap()).unwrap();
+    assert!(document.as_object_mut().unwrap().remove("graph").is_some());
+    let without = dir.path().join("rust-small-float32.json");
+    std::fs::write(&without, serde_json::to_vec(&document).unwrap()).unwrap();
+    // The one SHA-256 in a one-file report, left out.
+    let skip_sha = |text: &str| {
+        let (head, tail) = text.split_once("sha256 ").unwrap();
+        format!("{head}{}", &tail[64..])
+    };
+    for format in [None, Some("--markdown")] {
+        let flag = format.map(OsStr::new);
+        let plain = report(flag.into_iter().chain([without.as_os_str()]));
+        let graphed = report(flag.into_iter().chain([with.as_os_str()]));
+        let title = if format.is_some() {
+            "\n\n### CUDA graph"
+        } else {
+            "\n\nCUDA graph"
+        };
+        assert!(!plain.contains("graph"), "{plain}");
+        let (before, _) = graphed.split_once(title).unwrap();
+        assert_eq!(
+            skip_sha(&plain),
+            skip_sha(&format!("{before}\n")),
+            "{format:?}"
+        );
+    }
+    let json = report([OsStr::new("--json"), without.as_os_str()]);
+    assert!(!json.contains("graph"), "{json}");
+
+    // Beside a graph document, a document without one says so on one line.
+    let text = report([&with, &without]);
+    assert!(
+        text.ends_with("\n  [2] no graph object (measured without --graph-replays)\n"),
+        "{text}"
+    );
 }
