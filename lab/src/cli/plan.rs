@@ -222,7 +222,7 @@ fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         out.push(format!("  {name:<width$}  {}", both(bytes)));
     }
     out.push(format!(
-        "  the total counts the weights as allocated: PyTorch's caching allocator rounds blocks (+{} B, buffers included) and reserves {} for them",
+        "  caching allocator: +{} B of block rounding and buffers over the weights; {} of segments reserved for them",
         m.weights_allocated_bytes.saturating_sub(m.weights_bytes),
         both(m.weights_reserved_bytes)
     ));
