@@ -592,6 +592,18 @@ def write_stdout(text):
 class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line on stderr and exit code 2."""
 
+    def _print_message(self, message, file=None):
+        """Sends ``--help`` text to stdout through ``write_stdout``, so that a full stdout is
+        one line and exit 1 and a closed pipe is quiet, as for every other output."""
+        if not message or (file is not None and file is not sys.stdout):
+            super()._print_message(message, file)
+            return
+        try:
+            write_stdout(message.rstrip("\n"))
+        except PriceError as error:
+            print_error(error)
+            sys.exit(error.exit_code)
+
     def parse_known_args(self, args=None, namespace=None):
         """Remembers the arguments, so that ``error`` can name an unknown flag."""
         self._arguments = list(sys.argv[1:] if args is None else args)

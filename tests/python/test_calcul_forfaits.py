@@ -167,10 +167,10 @@ class Output(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_full_device_is_one_line_and_exit_1(self):
-        for json_flag in ((), ("--json",)):
+        for args in (self.ARGS, (*self.ARGS, "--json"), ("--help",)):
             with open("/dev/full", "w") as full:
                 done = subprocess.run(
-                    [sys.executable, SCRIPT, *self.ARGS, *json_flag], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+                    [sys.executable, SCRIPT, *args], stdout=full, stderr=subprocess.PIPE, text=True, check=False
                 )
             self.assertEqual(done.returncode, 1, done.stderr)
             self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
@@ -178,14 +178,15 @@ class Output(unittest.TestCase):
             self.assertNotIn("Traceback", done.stderr)
 
     def test_closed_pipe_is_not_an_error(self):
-        read_end, write_end = os.pipe()
-        os.close(read_end)
-        try:
-            done = subprocess.run([sys.executable, SCRIPT, *self.ARGS], stdout=write_end, stderr=subprocess.PIPE, text=True, check=False)
-        finally:
-            os.close(write_end)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stderr, "")
+        for args in (self.ARGS, ("--help",)):
+            read_end, write_end = os.pipe()
+            os.close(read_end)
+            try:
+                done = subprocess.run([sys.executable, SCRIPT, *args], stdout=write_end, stderr=subprocess.PIPE, text=True, check=False)
+            finally:
+                os.close(write_end)
+            self.assertEqual(done.returncode, 0, (args, done.stderr))
+            self.assertEqual(done.stderr, "", args)
 
 
 class BadInput(unittest.TestCase):

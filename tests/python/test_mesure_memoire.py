@@ -185,10 +185,11 @@ class Estimate(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_unwritable_stdout_is_one_line_and_exit_1(self):
-        for extra in ((), ("--json",)):
+        estimate = ("estimate", "--parameters", "7", "--bits", "16")
+        for args in (estimate, (*estimate, "--json"), ("--help",), ("measure", "--help")):
             with open("/dev/full", "w") as full:
                 done = subprocess.run(
-                    [sys.executable, SCRIPT, "estimate", "--parameters", "7", "--bits", "16", *extra],
+                    [sys.executable, SCRIPT, *args],
                     stdout=full,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -199,20 +200,21 @@ class Estimate(unittest.TestCase):
             self.assertIn("cannot write to standard output", done.stderr)
 
     def test_closed_pipe_is_not_an_error(self):
-        read_end, write_end = os.pipe()
-        os.close(read_end)
-        try:
-            done = subprocess.run(
-                [sys.executable, SCRIPT, "estimate", "--parameters", "7", "--bits", "16"],
-                stdout=write_end,
-                stderr=subprocess.PIPE,
-                text=True,
-                check=False,
-            )
-        finally:
-            os.close(write_end)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        self.assertEqual(done.stderr, "")
+        for args in (("estimate", "--parameters", "7", "--bits", "16"), ("--help",)):
+            read_end, write_end = os.pipe()
+            os.close(read_end)
+            try:
+                done = subprocess.run(
+                    [sys.executable, SCRIPT, *args],
+                    stdout=write_end,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    check=False,
+                )
+            finally:
+                os.close(write_end)
+            self.assertEqual(done.returncode, 0, (args, done.stderr))
+            self.assertEqual(done.stderr, "", args)
 
     def test_every_parser_refuses_abbreviations(self):
         parser = mm.build_parser()
