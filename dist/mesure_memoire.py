@@ -44,6 +44,9 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _INTEGER = re.compile(r"[0-9]+")
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
+# Most measured repetitions (``--repeats``): one document row each, so that the document
+# stays under the 64 MiB that lab report and lab record read (lab/src/values.rs).
+MAX_REPEATS = 100_000
 # One explicit character rule, the same as lab's (lab/src/text.rs), not what Python calls
 # whitespace or printable: *hidden* characters are the C0 controls, DEL, the C1 controls,
 # U+2028, U+2029 and the Unicode 15.1 format characters (general category Cf).
@@ -1118,10 +1121,11 @@ def _cli_environment(args):
 
 def _cli_measure(args):
     """``measure``: validates everything, measures, writes the new JSON file; returns 0."""
-    # lab's bounds (lab/src/values.rs): passes and repetitions fit in 32 bits, a seed in i64.
+    # lab's bounds (lab/src/values.rs): warm-up passes fit in 32 bits, a seed in i64, and at
+    # most MAX_REPEATS repetitions, so that the document stays readable by lab report.
     for name, minimum, maximum in (
         ("batch", 1, _U64_MAX), ("context", 1, _U64_MAX), ("width", 1, _U64_MAX),
-        ("warmup", 0, _U32_MAX), ("repeats", 1, _U32_MAX), ("seed", 0, 2**63 - 1),
+        ("warmup", 0, _U32_MAX), ("repeats", 1, MAX_REPEATS), ("seed", 0, 2**63 - 1),
     ):
         parse_int(f"--{name}", getattr(args, name), minimum, maximum)
     if args.dtype not in DTYPE_BYTES:

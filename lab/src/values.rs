@@ -88,12 +88,18 @@ pub fn passes(text: &str) -> Result<u64, Refusal> {
     whole(text, 0, u64::from(u32::MAX))
 }
 
-/// A pass count from 1 to `u32::MAX` (measured repetitions).
+/// Most measured repetitions: one document row each, about 540 bytes at the longest, so a
+/// document of this many stays under [`crate::document::MAX_DOCUMENT_BYTES`] and every
+/// measurement `lab measure` writes can be read back by `lab report` and `lab record`
+/// (`mesure_memoire.py` has the same bound).
+pub const MAX_REPETITIONS: u64 = 100_000;
+
+/// A pass count from 1 to [`MAX_REPETITIONS`] (measured repetitions).
 ///
 /// # Errors
 /// As [`whole`].
 pub fn repetitions(text: &str) -> Result<u64, Refusal> {
-    whole(text, 1, u64::from(u32::MAX))
+    whole(text, 1, MAX_REPETITIONS)
 }
 
 /// A random seed from 0 to `i64::MAX` (libtorch seeds are signed 64-bit).

@@ -1397,3 +1397,32 @@ fn text_output_never_shows_a_hidden_character() {
         assert!(text.contains(r"\u{1b}[2J\u{202e}\u{200b}"), "{args:?}");
     }
 }
+
+/// `--repeats` stops at 100000 in both twins (a longer run would write a document that
+/// `lab report` cannot read), with the same words.
+#[test]
+fn the_repetitions_bound_is_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("m.json").to_string_lossy().into_owned();
+    let args = strings(&[
+        "measure",
+        "--device",
+        "cuda:0",
+        "--batch",
+        "1",
+        "--context",
+        "1",
+        "--width",
+        "1",
+        "--repeats",
+        "100001",
+        "--output",
+        &output,
+    ]);
+    let lab = assert_same_message(&args, "mesure_memoire.py", &args);
+    assert!(
+        message(&lab).contains("'--repeats <REPEATS>': must be a whole number from 1 to 100000"),
+        "{}",
+        lab.stderr
+    );
+}

@@ -5,9 +5,10 @@ use crate::digest::sha256_hex;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// Largest measurement file `lab` reads (a document is a few kilobytes, a long run a few
-/// megabytes; this guards against being pointed at a huge unrelated file).
-pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest measurement file `lab` reads: room for [`crate::values::MAX_REPETITIONS`] rows at
+/// their longest (a usual document is a few kilobytes); it guards against being pointed at a
+/// huge unrelated file.
+pub const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks what the types alone cannot: the schema id, every phase present, repetitions
 /// numbered only on `warm_forward` rows, finite non-negative times.

@@ -158,3 +158,43 @@ fn sample_matches_schema() {
     let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:?}");
 }
+
+/// A document of the most repetitions `lab measure` accepts, every number at its longest
+/// spelling, is still one `lab report` reads (with room left for the graph object).
+#[test]
+fn the_longest_document_fits_the_reader() {
+    let mut doc: Document = serde_json::from_str(&sample_json(64, 4)).unwrap();
+    let mut row = doc
+        .phases
+        .iter()
+        .find(|r| r.phase == Phase::WarmForward)
+        .unwrap()
+        .clone();
+    row.forward_passes = u64::MAX;
+    row.wall_seconds = -2.2250738585072014e-308;
+    row.gpu_seconds = Some(-2.2250738585072014e-308);
+    for bytes in [
+        &mut row.baseline_allocated_bytes,
+        &mut row.baseline_reserved_bytes,
+        &mut row.end_allocated_bytes,
+        &mut row.end_reserved_bytes,
+        &mut row.peak_allocated_bytes,
+        &mut row.peak_reserved_bytes,
+    ] {
+        *bytes = u64::MAX;
+    }
+    doc.phases.retain(|r| r.phase != Phase::WarmForward);
+    let max = crate::values::MAX_REPETITIONS;
+    doc.phases.extend((1..=max).map(|r| PhaseRow {
+        repetition: Some(r),
+        ..row.clone()
+    }));
+    doc.configuration.repeats = max;
+    let bytes = encode(&doc).unwrap().len() as u64;
+    assert!(
+        bytes > 50 * 1024 * 1024,
+        "{bytes}: the rows got shorter, lower the cap"
+    );
+    assert!(bytes + (4 << 20) <= MAX_DOCUMENT_BYTES, "{bytes}");
+    assert!(crate::values::repetitions(&(max + 1).to_string()).is_err());
+}
