@@ -55,6 +55,11 @@ def synthetic():
     gemma3.text_config.layer_types = gemma3.text_config.layer_types[:2]
     gemma3.vision_config.num_hidden_layers = 2
     gemma3.vision_config.vision_use_head = False
+    # SigLIP builds its pooling head when vision_use_head is absent (transformers' default).
+    head = T.Gemma3Config()
+    head.text_config.num_hidden_layers = 2
+    head.text_config.layer_types = head.text_config.layer_types[:2]
+    head.vision_config.num_hidden_layers = 1
     return {
         "synthetic-gemma": T.GemmaConfig(**small, num_key_value_heads=1, head_dim=64),
         "synthetic-llama-biases": T.LlamaConfig(**small, num_key_value_heads=2,
@@ -65,6 +70,7 @@ def synthetic():
             n_shared_experts=1, num_experts_per_tok=2, q_lora_rank=96, kv_lora_rank=64,
             qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32),
         "synthetic-gemma3-vision": gemma3,
+        "synthetic-gemma3-vision-head": head,
     }
 
 

@@ -87,7 +87,11 @@ def build(folder):
     # As from_pretrained does: build on the meta device, give every tensor its GPU memory once
     # (to_empty), tie shared weights again, then initialise in place (buffers included).
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        if cfg.model_type == "gemma3":  # multimodal: vision tower, projector, decoder
+            model = transformers.Gemma3ForConditionalGeneration._from_config(
+                cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        else:
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
     model.to_empty(device="cuda")
     model.tie_weights()
     model.initialize_weights()

@@ -69,6 +69,8 @@ fn known_parameter_counts_per_family() {
         ("phi-3-mini-4k", 3821079552),
         ("mixtral-8x7b", 46702792704),
         ("deepseek-v2-lite", 15706484224),
+        // The public multimodal config: most text fields left to Gemma3TextConfig's defaults.
+        ("gemma-3-4b-it", 4300079472),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");
@@ -230,7 +232,7 @@ fn module_orders() -> Vec<Fixture> {
         out.push((name, config, tensors));
     }
     out.sort();
-    assert!(out.len() >= 14, "fixtures missing under {}", root.display());
+    assert!(out.len() >= 16, "fixtures missing under {}", root.display());
     out
 }
 
@@ -287,6 +289,22 @@ fn layout_totals_are_the_parameter_counts() {
     }
 }
 
+/// The model folder of an H200 row's label: "mixtral-8x7b (4 layers)" is the shipped config
+/// with fewer layers, written under `tmp` as the scripts built it.
+fn h200_model(label: &str, tmp: &std::path::Path) -> std::path::PathBuf {
+    let Some((base, rest)) = label.split_once(" (") else {
+        return models().join(label);
+    };
+    let layers: u64 = rest.trim_end_matches(" layers)").parse().unwrap();
+    let text = std::fs::read_to_string(models().join(base).join("config.json")).unwrap();
+    let mut cfg: Value = serde_json::from_str(&text).unwrap();
+    cfg["num_hidden_layers"] = layers.into();
+    let dir = tmp.join(base);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    dir
+}
+
 /// `weights_allocated_bytes` is what the H200 measured (`torch.cuda.memory_allocated()`
 /// after loading, `examples/h200/plan/plan-h200.csv`), to the byte, for every model there.
 #[test]
@@ -301,20 +319,7 @@ fn weights_as_allocated_match_the_h200() {
         if !checked.insert(model.to_string()) {
             continue;
         }
-        // "mixtral-8x7b (4 layers)": the config with fewer layers, as the script built it.
-        let folder = match model.split_once(" (") {
-            None => models().join(model),
-            Some((base, rest)) => {
-                let layers: u64 = rest.trim_end_matches(" layers)").parse().unwrap();
-                let text = std::fs::read_to_string(models().join(base).join("config.json"));
-                let mut cfg: Value = serde_json::from_str(&text.unwrap()).unwrap();
-                cfg["num_hidden_layers"] = layers.into();
-                let dir = tmp.path().join(base);
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-                dir
-            }
-        };
+        let folder = h200_model(model, tmp.path());
         let p = plan_json(&[
             "--model",
             folder.to_str().unwrap(),
@@ -327,4 +332,181 @@ fn weights_as_allocated_match_the_h200() {
         );
     }
     assert_eq!(checked.len(), 9);
+}
+
+/// Loaded in a process of its own (`scripts/plan_weights_fresh.py`), every model's allocated
+/// and reserved bytes on the H200 are `lab plan`'s, to the byte: the nine above, the
+/// multimodal Gemma 3 from its public config and DeepSeek-V2-Lite.
+#[test]
+fn weights_allocated_and_reserved_match_a_fresh_process_on_the_h200() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = std::fs::read_to_string(root.join("examples/h200/plan/plan-h200-weights-fresh.csv"));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rows = 0;
+    for line in csv.unwrap().lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let folder = h200_model(f[0], tmp.path());
+        let p = plan_json(&[
+            "--model",
+            folder.to_str().unwrap(),
+            "--weights-dtype",
+            "bf16",
+        ]);
+        let measured = |i: usize| f[i].parse::<u64>().unwrap();
+        assert_eq!(
+            p["memory"]["weights_allocated_bytes"],
+            measured(2),
+            "{}",
+            f[0]
+        );
+        assert_eq!(
+            p["memory"]["weights_reserved_bytes"],
+            measured(4),
+            "{}",
+            f[0]
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 11);
+}
+
+/// Writes a safetensors file with these tensors (name, dtype, shape) and zeroed data.
+fn safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    for (name, dtype, shape) in tensors {
+        let width = match *dtype {
+            "F32" | "I32" => 4,
+            _ => 2,
+        };
+        let bytes = shape.iter().product::<u64>() * width;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let text = Value::Object(header).to_string();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out.resize(out.len() + offset as usize, 0);
+    std::fs::write(path, out).unwrap();
+}
+
+/// A tiny Llama config (hidden 64, 2 layers, vocabulary 128, untied): 90,432 parameters.
+fn tiny_llama(dir: &std::path::Path, extra: &str) {
+    std::fs::write(
+        dir.join("config.json"),
+        format!(
+            r#"{{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":128,"torch_dtype":"float16"{extra}}}"#
+        ),
+    )
+    .unwrap();
+}
+
+/// Headers holding far fewer elements than the config describes are an incomplete folder:
+/// refused, not planned as a tiny model; a pre-quantized checkpoint's packed headers are not
+/// a parameter count, and a quantized format is still accepted for it.
+#[test]
+fn partial_and_pre_quantized_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_llama(d, "");
+    let whole = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(whole["parameters"], 90432);
+    safetensors(
+        &d.join("model.safetensors"),
+        &[("model.embed_tokens.weight", "F16", &[128, 64])],
+    );
+    let out = lab().args(["plan", "--model"]).arg(d).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("under half of the 90432 parameters"), "{err}");
+    assert_eq!(err.lines().count(), 1);
+    // GPTQ-style: packed int32 weights and fp16 scales, with a quantization_config.
+    tiny_llama(
+        d,
+        r#","quantization_config":{"quant_method":"gptq","bits":4}"#,
+    );
+    safetensors(
+        &d.join("model.safetensors"),
+        &[
+            ("model.embed_tokens.weight", "F16", &[128, 64]),
+            ("model.layers.0.mlp.down_proj.qweight", "I32", &[16, 64]),
+            ("model.layers.0.mlp.down_proj.scales", "F16", &[1, 64]),
+        ],
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["headers"]["elements"], 128 * 64 + 16 * 64 + 64);
+    assert!(p["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("pre-quantized checkpoint (gptq)"));
+    let int4 = plan_json(&["--model", d.to_str().unwrap(), "--weights-dtype", "int4"]);
+    // Matrices at 4.125 bits, the rest (embedding, head, norms) in 16 bits.
+    // Per layer: q and o 64 x 64, k and v 64 x 32, three 64 x 128 feed-forward matrices.
+    let linear = 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128) as u64;
+    let rest = 90432 - linear;
+    assert_eq!(int4["memory"]["weights_bytes"], linear * 33 / 64 + rest * 2);
+}
+
+/// Figures past 64 bits (or past 2^128 on the way) are refused in one line, never wrapped
+/// into a small wrong number.
+#[test]
+fn huge_products_are_refused_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let refused = |args: &[&str], needle: &str| {
+        let out = lab()
+            .args(["plan", "--model"])
+            .arg(d)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    };
+    // Shared experts: 2^40 x 2^24 overflows 64 bits.
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"deepseek_v2","hidden_size":16,"intermediate_size":16,"num_hidden_layers":2,
+"num_attention_heads":1,"vocab_size":16,"n_routed_experts":1,"num_experts_per_tok":1,
+"moe_intermediate_size":1099511627776,"n_shared_experts":16777216,"kv_lora_rank":4,
+"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"torch_dtype":"bfloat16"}"#,
+    )
+    .unwrap();
+    refused(&[], "overflows 64 bits");
+    // The prefill workspace per token times batch times context passes 2^128.
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"mixtral","hidden_size":1,"intermediate_size":917217481106,"num_hidden_layers":1,
+"num_attention_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
+"torch_dtype":"bfloat16"}"#,
+    )
+    .unwrap();
+    refused(
+        &[
+            "--bits",
+            "1",
+            "--kv-dtype",
+            "int8",
+            "--batch",
+            "4087173159",
+            "--context",
+            "1880706648",
+        ],
+        "lower --batch or --context",
+    );
+    // Vision geometry with no patch.
+    let cfg = std::fs::read_to_string(models().join("gemma-3-4b-it/config.json")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        cfg.replace("\"patch_size\": 14", "\"patch_size\": 1000"),
+    )
+    .unwrap();
+    refused(&[], "patch_size 1000 is larger than image_size 896");
 }

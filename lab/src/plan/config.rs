@@ -107,6 +107,9 @@ pub struct Architecture {
     pub dtype: Option<String>,
     /// Vision tower of a multimodal checkpoint (Gemma 3): SigLIP facts.
     pub vision: Option<Vision>,
+    /// `quantization_config.quant_method` of a pre-quantized checkpoint (GPTQ, AWQ...), whose
+    /// safetensors hold packed storage rather than one element per parameter.
+    pub quantization: Option<String>,
 }
 
 /// SigLIP vision tower facts (Gemma 3 multimodal checkpoints).
@@ -124,6 +127,9 @@ pub struct Vision {
     pub patch_size: u64,
     /// Colour channels.
     pub channels: u64,
+    /// Whether SigLIP's attention-pooling head is built (`vision_use_head`; transformers
+    /// builds it when the field is absent, public Gemma 3 configs set it false).
+    pub head: bool,
 }
 
 /// Reads the architecture from `config.json` text.
@@ -180,6 +186,11 @@ pub fn parse(text: &str) -> Result<Architecture> {
     let f = Fields {
         map: fields,
         model_type: &model_type,
+        defaults: if matches!(model_type.as_str(), "gemma3" | "gemma3_text") {
+            &GEMMA3_TEXT_DEFAULTS
+        } else {
+            &[]
+        },
     };
     let family = model_type.as_str();
     let hidden = f.required("hidden_size")?;
@@ -251,7 +262,11 @@ pub fn parse(text: &str) -> Result<Architecture> {
                     routed,
                     per_token: f.required("num_experts_per_tok")?,
                     intermediate: moe_intermediate,
-                    shared_intermediate: moe_intermediate * shared,
+                    shared_intermediate: moe_intermediate.checked_mul(shared).ok_or_else(|| {
+                        Error::usage(format!(
+                            "config.json: moe_intermediate_size {moe_intermediate} x n_shared_experts {shared} overflows 64 bits"
+                        ))
+                    })?,
                     dense_layers: f
                         .optional("first_k_dense_replace")?
                         .unwrap_or(0)
@@ -294,8 +309,31 @@ pub fn parse(text: &str) -> Result<Architecture> {
         latent,
         dtype,
         vision,
+        quantization: match top.get("quantization_config") {
+            Some(Value::Object(q)) => Some(match q.get("quant_method") {
+                Some(Value::String(m)) => {
+                    crate::text::one_line(&m.chars().take(40).collect::<String>())
+                }
+                _ => "unnamed".to_string(),
+            }),
+            _ => None,
+        },
     })
 }
+
+/// `Gemma3TextConfig` defaults (transformers 5.x), used where a Gemma 3 config leaves a field
+/// out, as transformers does: the public multimodal configs (gemma-3-4b-it...) state only a
+/// few text fields.
+const GEMMA3_TEXT_DEFAULTS: [(&str, u64); 8] = [
+    ("vocab_size", 262_208),
+    ("hidden_size", 2304),
+    ("intermediate_size", 9216),
+    ("num_hidden_layers", 26),
+    ("num_attention_heads", 8),
+    ("num_key_value_heads", 4),
+    ("head_dim", 256),
+    ("sliding_window", 4096),
+];
 
 /// Sliding window per layer, as `transformers` builds its cache: `layer_types` when given,
 /// else the family's rule (Gemma 2: every other layer from the first; Gemma 3: five sliding
@@ -365,6 +403,7 @@ fn vision_facts(v: &Map<String, Value>) -> Result<Vision> {
     let f = Fields {
         map: v,
         model_type: "gemma3 vision_config",
+        defaults: &[],
     };
     // SiglipVisionConfig defaults where the public config leaves a field out.
     let layers = f.optional("num_hidden_layers")?.unwrap_or(12);
@@ -373,19 +412,29 @@ fn vision_facts(v: &Map<String, Value>) -> Result<Vision> {
             "config.json: vision_config num_hidden_layers {layers} is not a plausible layer count"
         )));
     }
+    let image_size = f.optional("image_size")?.unwrap_or(224);
+    let patch_size = f.optional("patch_size")?.unwrap_or(16);
+    if patch_size > image_size {
+        return Err(Error::usage(format!(
+            "config.json: vision_config patch_size {patch_size} is larger than image_size {image_size} (no patch would fit)"
+        )));
+    }
     Ok(Vision {
         hidden: f.optional("hidden_size")?.unwrap_or(768),
         layers,
         intermediate: f.optional("intermediate_size")?.unwrap_or(3072),
-        image_size: f.optional("image_size")?.unwrap_or(224),
-        patch_size: f.optional("patch_size")?.unwrap_or(16).max(1),
+        image_size,
+        patch_size,
         channels: f.optional("num_channels")?.unwrap_or(3),
+        head: f.boolean("vision_use_head")?.unwrap_or(true),
     })
 }
 
 struct Fields<'a> {
     map: &'a Map<String, Value>,
     model_type: &'a str,
+    /// The configuration class's defaults for fields a config may leave out.
+    defaults: &'a [(&'a str, u64)],
 }
 
 impl Fields<'_> {
@@ -399,10 +448,16 @@ impl Fields<'_> {
         })
     }
 
-    /// A whole number from 1 to 2^40 when present and not null.
+    /// A whole number from 1 to 2^40 when present and not null, else the family default.
     fn optional(&self, key: &str) -> Result<Option<u64>> {
         match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
+            // Absent: the class default; an explicit null stays "not set".
+            None => Ok(self
+                .defaults
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| *v)),
+            Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => match n.as_u64() {
                 Some(v) if (1..=1 << 40).contains(&v) => Ok(Some(v)),
                 Some(0) if key.starts_with("first_k") || key.starts_with("n_shared") => Ok(Some(0)),

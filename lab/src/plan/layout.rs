@@ -90,6 +90,21 @@ pub fn for_each(
         }
         emit(Role::Vision, &[vh]);
         emit(Role::Vision, &[vh]);
+        if vt.head {
+            // The pooling head: attention's output projection (a child module) before its
+            // packed q/k/v, then the LayerNorm, the MLP, and the head's own probe last.
+            emit(Role::Vision, &[vh, vh]);
+            emit(Role::Vision, &[vh]);
+            emit(Role::Vision, &[vh.saturating_mul(3), vh]);
+            emit(Role::Vision, &[vh.saturating_mul(3)]);
+            emit(Role::Vision, &[vh]);
+            emit(Role::Vision, &[vh]);
+            emit(Role::Vision, &[vi, vh]);
+            emit(Role::Vision, &[vi]);
+            emit(Role::Vision, &[vh, vi]);
+            emit(Role::Vision, &[vh]);
+            emit(Role::Vision, &[vh]);
+        }
         emit(Role::Vision, &[vh]);
         emit(Role::Vision, &[vh, h]);
     }

@@ -22,6 +22,7 @@
 //! [`training_activations`].
 
 use super::config::{Architecture, LayerAttention};
+use super::sat::Sat;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
@@ -84,16 +85,16 @@ pub fn kv_cache_bytes(
     context: u64,
     windowed: bool,
 ) -> u128 {
-    let per = kv_bytes_per_token_layer(arch, element_bytes);
-    let tokens: u128 = arch
+    let per = Sat(kv_bytes_per_token_layer(arch, element_bytes));
+    let tokens: Sat = arch
         .layer_attention
         .iter()
         .map(|a| match (a, windowed) {
-            (LayerAttention::Sliding(w), true) => u128::from(context.min(*w)),
-            _ => u128::from(context),
+            (LayerAttention::Sliding(w), true) => Sat::from(context.min(*w)),
+            _ => Sat::from(context),
         })
         .sum();
-    per * tokens * u128::from(batch)
+    (per * tokens * batch).get()
 }
 
 /// Working memory of one decoder layer during prefill, bytes: the largest set of tensors
@@ -116,21 +117,21 @@ pub fn activation_workspace(
     batch: u64,
     context: u64,
 ) -> u128 {
-    let e = u128::from(element_bytes);
-    let h = u128::from(arch.hidden);
-    let a = u128::from(arch.heads);
-    let k = u128::from(arch.kv_heads);
-    let d = u128::from(arch.head_dim);
-    let tokens = u128::from(batch) * u128::from(context);
+    let e = Sat::from(element_bytes);
+    let h = Sat::from(arch.hidden);
+    let a = Sat::from(arch.heads);
+    let k = Sat::from(arch.kv_heads);
+    let d = Sat::from(arch.head_dim);
+    let tokens = Sat::from(batch) * context;
     let attention = match &arch.latent {
         Some(l) => {
-            let qk = u128::from(l.qk_nope_head_dim + l.qk_rope_head_dim);
-            let v = u128::from(l.v_head_dim);
+            let qk = Sat::from(l.qk_nope_head_dim) + l.qk_rope_head_dim;
+            let v = Sat::from(l.v_head_dim);
             (3 * a * qk + 2 * a * v) * e
         }
         None => (3 * a * d + 4 * k * d) * e,
     };
-    let i = u128::from(arch.intermediate);
+    let i = Sat::from(arch.intermediate);
     let ffn = match &arch.experts {
         // Phi-3's fused gate-up output stays alive beside the activation and the product.
         None if arch.model_type == "phi3" => 4 * i * e,
@@ -138,16 +139,15 @@ pub fn activation_workspace(
         Some(x) => {
             // Grouped experts: every (token, expert) pair gets its own copy of the hidden
             // state, unsorted and sorted, and its gate-up output, activation and product.
-            let k = u128::from(x.per_token);
-            k * (2 * h + 4 * u128::from(x.intermediate)) * e
-                + 3 * u128::from(x.shared_intermediate) * e
-                + 8 * u128::from(x.routed)
+            Sat::from(x.per_token) * (2 * h + 4 * Sat::from(x.intermediate)) * e
+                + 3 * Sat::from(x.shared_intermediate) * e
+                + 8 * Sat::from(x.routed)
         }
     };
     let per_token = 2 * h * e + 4 * h + attention.max(ffn);
     // Sliding-window layers attend through one boolean context x context mask (shared by the
     // batch) once the context passes the window.
-    let t = u128::from(context);
+    let t = Sat::from(context);
     let mask = if arch
         .layer_attention
         .iter()
@@ -155,9 +155,9 @@ pub fn activation_workspace(
     {
         t * t
     } else {
-        0
+        Sat(0)
     };
-    per_token * tokens + mask + 4 * u128::from(arch.vocab) * u128::from(batch)
+    (per_token * tokens + mask + 4 * Sat::from(arch.vocab) * batch).get()
 }
 
 /// Activations kept for the backward pass of one training step, bytes (16-bit activations).
@@ -180,12 +180,12 @@ pub fn training_activations(
     context: u64,
     checkpointing: bool,
 ) -> u128 {
-    let h = u128::from(arch.hidden);
-    let a = u128::from(arch.heads);
-    let k = u128::from(arch.kv_heads);
-    let d = u128::from(arch.head_dim);
-    let tokens = u128::from(batch) * u128::from(context);
-    let norms = if matches!(
+    let h = Sat::from(arch.hidden);
+    let a = Sat::from(arch.heads);
+    let k = Sat::from(arch.kv_heads);
+    let d = Sat::from(arch.head_dim);
+    let tokens = Sat::from(batch) * context;
+    let norms: u64 = if matches!(
         arch.model_type.as_str(),
         "gemma2" | "gemma3_text" | "gemma3"
     ) {
@@ -195,33 +195,33 @@ pub fn training_activations(
     };
     let attention = match &arch.latent {
         Some(l) => {
-            let qk = u128::from(l.qk_nope_head_dim + l.qk_rope_head_dim);
-            let v = u128::from(l.v_head_dim);
+            let qk = Sat::from(l.qk_nope_head_dim) + l.qk_rope_head_dim;
+            let v = Sat::from(l.v_head_dim);
             2 * a * qk + 2 * a * qk + 2 * a * v + 4 * a * v
         }
         None => 6 * a * d + 4 * k * d,
     };
     let ffn = match &arch.experts {
-        None => 8 * u128::from(arch.intermediate),
+        None => 8 * Sat::from(arch.intermediate),
         Some(x) => {
-            8 * u128::from(x.intermediate) * u128::from(x.per_token)
-                + 8 * u128::from(x.shared_intermediate)
-                + 4 * u128::from(x.routed)
+            8 * Sat::from(x.intermediate) * x.per_token
+                + 8 * Sat::from(x.shared_intermediate)
+                + 4 * Sat::from(x.routed)
         }
     };
     // Qwen3 and Gemma 3 normalise queries and keys: fp32 input and 16-bit normed copy.
     let qk_norm = if matches!(arch.model_type.as_str(), "qwen3" | "gemma3_text" | "gemma3") {
         6 * (a * d + k * d)
     } else {
-        0
+        Sat(0)
     };
     let layer = 8 * h * norms + attention + qk_norm + ffn;
-    let logits = 12 * u128::from(arch.vocab) + 8 * h;
-    let layers = u128::from(arch.layers);
+    let logits = 12 * Sat::from(arch.vocab) + 8 * h;
+    let layers = Sat::from(arch.layers);
     if checkpointing {
-        tokens * (2 * h * layers + logits.max(layer))
+        (tokens * (2 * h * layers + logits.max(layer))).get()
     } else {
-        tokens * (layer * layers + logits)
+        (tokens * (layer * layers + logits)).get()
     }
 }
 

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod packages;
 pub mod params;
 pub mod safetensors;
+pub mod sat;
 
 use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};
@@ -259,14 +260,33 @@ pub fn plan(
         return Err(Error::usage("--batch and --context must be at least 1"));
     }
     let (arch, attention_bias, mlp_bias, summary) = read_model(&request.model)?;
-    let too_big =
-        || Error::usage("this model's sizes overflow 64-bit byte counts; check config.json");
+    let too_big = || {
+        Error::usage(
+            "this plan's sizes overflow 64-bit byte counts: lower --batch or --context, or check config.json",
+        )
+    };
     let counts = params::count(&arch, attention_bias, mlp_bias)
         .narrow()
         .ok_or_else(too_big)?;
     let from_config = u64::try_from(counts.total()).map_err(|_| too_big())?;
     let mut notes = Vec::new();
     let parameters = match &summary {
+        // A pre-quantized checkpoint stores packed integers and scales: its element count is
+        // not a parameter count, its bytes are still the stored weights.
+        Some(s) if arch.quantization.is_some() => {
+            notes.push(format!(
+                "pre-quantized checkpoint ({}): the headers hold {} packed elements; parameters from the config",
+                arch.quantization.as_deref().unwrap_or_default(),
+                s.elements
+            ));
+            from_config
+        }
+        Some(s) if u128::from(s.elements) * 2 < u128::from(from_config) => {
+            return Err(Error::usage(format!(
+                "the safetensors headers hold {} elements, under half of the {from_config} parameters config.json describes (an incomplete download?); give the config.json alone to plan from the config",
+                s.elements
+            )));
+        }
         Some(s) => {
             if s.elements != from_config {
                 let diff = i128::from(s.elements) - i128::from(from_config);
@@ -279,6 +299,13 @@ pub fn plan(
         }
         None => from_config,
     };
+    if let (Some(method), None, WeightsFormat::Stored) =
+        (&arch.quantization, &summary, &request.weights)
+    {
+        notes.push(format!(
+            "config.json describes a pre-quantized checkpoint ({method}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width"
+        ));
+    }
     // Stored width: the headers' main dtype, else the config's dtype.
     let stored = summary
         .as_ref()
@@ -394,13 +421,13 @@ pub fn plan(
         Mode::Inference => 0,
     };
     let total = u128::from(weights_allocated_bytes)
-        + kv.max(prefill_kv)
-        + master
-        + optimizer
-        + match request.mode {
+        .saturating_add(kv.max(prefill_kv))
+        .saturating_add(master)
+        .saturating_add(optimizer)
+        .saturating_add(match request.mode {
             Mode::Inference => activation,
-            Mode::Training => gradients.max(activation + head_gradient),
-        };
+            Mode::Training => gradients.max(activation.saturating_add(head_gradient)),
+        });
     let mem = Memory {
         weights_bytes,
         weights_allocated_bytes,
@@ -421,7 +448,9 @@ pub fn plan(
         kv_split: arch.latent.is_none(),
         whole: match request.mode {
             Mode::Inference => activation,
-            Mode::Training => (activation + head_gradient).saturating_sub(gradients),
+            Mode::Training => activation
+                .saturating_add(head_gradient)
+                .saturating_sub(gradients),
         },
     };
     let pk = packages::packages(
@@ -544,6 +573,12 @@ fn whole_bytes(parameters: u64, bits: Decimal) -> Option<u64> {
 /// Decoder matrices at `bits`, everything else in 16 bits. When the headers' count differs
 /// from the config's, the difference is counted with the 16-bit rest.
 fn quantized(counts: &ParameterCounts, parameters: u64, bits: Decimal) -> Option<u64> {
-    let rest = parameters.checked_sub(counts.linear)?;
+    // Headers holding fewer elements than the config's matrices (a pre-quantized
+    // checkpoint): the rest is the config's.
+    let rest = parameters.checked_sub(counts.linear).or_else(|| {
+        u64::try_from(counts.total())
+            .ok()?
+            .checked_sub(counts.linear)
+    })?;
     bytes_for(counts.linear, bits)?.checked_add(rest.checked_mul(2)?)
 }

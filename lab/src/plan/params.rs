@@ -18,6 +18,7 @@
 //! with the tensors a real build allocates on the H200 (`scripts/plan_h200.py`).
 
 use super::config::Architecture;
+use super::sat::Sat;
 use serde::Serialize;
 
 /// Parameters by role: quantizers convert `linear` (decoder matrices), and keep the rest
@@ -47,35 +48,36 @@ impl ParameterCounts {
     }
 }
 
-/// Counts the parameters of `arch`, in u128 so that no config can overflow.
+/// Counts the parameters of `arch`, in saturating u128 ([`Sat`]): a count past 2^128 stays
+/// `u128::MAX`, which [`Counts128::narrow`] refuses.
 ///
 /// `attention_bias` and `mlp_bias` come from the config (`false` when absent).
 pub fn count(arch: &Architecture, attention_bias: bool, mlp_bias: bool) -> Counts128 {
-    let h = u128::from(arch.hidden);
-    let a = u128::from(arch.heads);
-    let k = u128::from(arch.kv_heads);
-    let d = u128::from(arch.head_dim);
-    let i = u128::from(arch.intermediate);
-    let v = u128::from(arch.vocab);
-    let layers = u128::from(arch.layers);
+    let h = Sat::from(arch.hidden);
+    let a = Sat::from(arch.heads);
+    let k = Sat::from(arch.kv_heads);
+    let d = Sat::from(arch.head_dim);
+    let i = Sat::from(arch.intermediate);
+    let v = Sat::from(arch.vocab);
+    let layers = Sat::from(arch.layers);
     let family = arch.model_type.as_str();
     let is_gemma23 = matches!(family, "gemma2" | "gemma3_text" | "gemma3");
 
-    let mut linear_per_layer: u128;
-    let mut other_per_layer: u128 = if is_gemma23 { 4 * h } else { 2 * h };
-    let mut linear_total: u128 = 0;
-    let mut other_total: u128 = 0;
+    let mut linear_per_layer: Sat;
+    let mut other_per_layer: Sat = if is_gemma23 { 4 * h } else { 2 * h };
+    let mut linear_total = Sat(0);
+    let mut other_total = Sat(0);
 
     match &arch.latent {
         Some(l) => {
-            let n = u128::from(l.qk_nope_head_dim);
-            let r = u128::from(l.qk_rope_head_dim);
-            let c = u128::from(l.kv_lora_rank);
-            let vd = u128::from(l.v_head_dim);
+            let n = Sat::from(l.qk_nope_head_dim);
+            let r = Sat::from(l.qk_rope_head_dim);
+            let c = Sat::from(l.kv_lora_rank);
+            let vd = Sat::from(l.v_head_dim);
             linear_per_layer = match l.q_lora_rank {
                 None => h * a * (n + r),
                 Some(q) => {
-                    let q = u128::from(q);
+                    let q = Sat::from(q);
                     other_per_layer += q;
                     h * q + q * a * (n + r)
                 }
@@ -106,47 +108,66 @@ pub fn count(arch: &Architecture, attention_bias: bool, mlp_bias: bool) -> Count
             other_total += layers * other_per_layer;
         }
         Some(e) => {
-            let routed = u128::from(e.routed);
-            let ei = u128::from(e.intermediate);
-            let shared = u128::from(e.shared_intermediate);
-            let dense = u128::from(e.dense_layers);
-            let moe_layers = layers - dense;
+            let routed = Sat::from(e.routed);
+            let ei = Sat::from(e.intermediate);
+            let shared = Sat::from(e.shared_intermediate);
+            let dense = Sat::from(e.dense_layers);
+            let moe_layers = Sat::from(arch.layers.saturating_sub(e.dense_layers));
             // Dense layers: the plain gated MLP of width I.
             linear_total += dense * (linear_per_layer + 3 * h * i);
             other_total += dense * other_per_layer;
             // MoE layers: routed experts, shared experts, router (H x E, kept in 16 bits);
             // DeepSeek-V3 also stores a per-expert score-correction bias.
             linear_total += moe_layers * (linear_per_layer + routed * 3 * h * ei + 3 * h * shared);
-            let correction = if family == "deepseek_v3" { routed } else { 0 };
+            let correction = if family == "deepseek_v3" {
+                routed
+            } else {
+                Sat(0)
+            };
             other_total += moe_layers * (other_per_layer + h * routed + correction);
         }
     }
     other_total += h; // final norm
 
     let vision = match &arch.vision {
-        None => 0,
+        None => Sat(0),
         Some(vt) => {
-            let vh = u128::from(vt.hidden);
-            let vi = u128::from(vt.intermediate);
-            let p = u128::from(vt.patch_size);
-            let side = u128::from(vt.image_size) / p;
+            let vh = Sat::from(vt.hidden);
+            let vi = Sat::from(vt.intermediate);
+            let p = Sat::from(vt.patch_size);
+            let side = Sat::from(vt.image_size / vt.patch_size.max(1));
             let patches = side * side;
-            let embeddings = u128::from(vt.channels) * p * p * vh + vh + patches * vh;
+            let embeddings = Sat::from(vt.channels) * p * p * vh + vh + patches * vh;
             // q, k, v, out with biases; two LayerNorms (weight + bias); fc1, fc2 with biases.
             let per_layer = 4 * (vh * vh + vh) + 4 * vh + (vh * vi + vi) + (vi * vh + vh);
             let post_norm = 2 * vh;
             // Gemma 3 projector: vision-to-text matrix and an RMSNorm of the vision width.
             let projector = vh * h + vh;
-            embeddings + u128::from(vt.layers) * per_layer + post_norm + projector
+            // SigLIP's attention-pooling head, when built: a probe, multi-head attention
+            // (packed q/k/v and the output, with biases), a LayerNorm and an MLP.
+            let head = if vt.head {
+                vh + (3 * vh * vh + 3 * vh)
+                    + (vh * vh + vh)
+                    + 2 * vh
+                    + (vh * vi + vi)
+                    + (vi * vh + vh)
+            } else {
+                Sat(0)
+            };
+            embeddings + Sat::from(vt.layers) * per_layer + post_norm + head + projector
         }
     };
 
     Counts128 {
-        embedding: v * h,
-        output_head: if arch.tied_embeddings { 0 } else { v * h },
-        linear: linear_total,
-        other: other_total,
-        vision,
+        embedding: (v * h).get(),
+        output_head: if arch.tied_embeddings {
+            0
+        } else {
+            (v * h).get()
+        },
+        linear: linear_total.get(),
+        other: other_total.get(),
+        vision: vision.get(),
     }
 }
 
