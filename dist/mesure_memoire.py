@@ -1031,9 +1031,22 @@ class _Parser(argparse.ArgumentParser):
             sys.exit(error.exit_code)
 
     def parse_known_args(self, args=None, namespace=None):
-        """Remembers the arguments, so that ``error`` can name an unknown flag."""
+        """Remembers the arguments, so that ``error`` can name an unknown flag. A flag that
+        takes a value takes the next argument even when it starts with '-' (``--reserve-gib
+        -inf``), as lab's flags do (and getopt's); argparse alone would read it as a flag."""
         self._arguments = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        glued, i = [], 0
+        while i < len(self._arguments):
+            token = self._arguments[i]
+            action = self._option_string_actions.get(token)
+            if action is not None and action.nargs is None and i + 1 < len(self._arguments):
+                if self._arguments[i + 1].startswith("-"):
+                    glued.append(f"{token}={self._arguments[i + 1]}")
+                    i += 2
+                    continue
+            glued.append(token)
+            i += 1
+        return super().parse_known_args(glued, namespace)
 
     def error(self, message):
         """Prints ``mesure_memoire.py: error: MESSAGE`` (see ``print_error``) and exits 2."""
@@ -1049,6 +1062,13 @@ class _Parser(argparse.ArgumentParser):
             ]
             if unknown:
                 message = f"unexpected argument '{unknown[0]}' found"
+        # A flag at the end of the line without its value, in lab's words.
+        missing = re.fullmatch(r"argument (--[a-z-]+): expected one argument", message)
+        if missing:
+            flag = missing.group(1)
+            action = self._option_string_actions[flag]
+            metavar = action.metavar or FLAG_METAVARS.get(flag) or action.dest.upper()
+            message = f"a value is required for '{flag} <{metavar}>' but none was supplied"
         print_error(message)
         self.exit(2)
 
@@ -1097,7 +1117,7 @@ def build_parser():
         "--graph-replays", default=None, action=_Once,
         help="after the phases, capture one forward into a CUDA graph and replay it N times (1 to 1000000)",
     )
-    measure.add_argument("--output", required=True, action=_Once, help="new JSON file to write (never overwritten)")
+    measure.add_argument("--output", required=True, action=_Once, metavar="FILE", help="new JSON file to write (never overwritten)")
     measure.set_defaults(handler=_cli_measure)
     return parser
 

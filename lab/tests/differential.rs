@@ -1426,3 +1426,86 @@ fn the_repetitions_bound_is_the_same() {
         lab.stderr
     );
 }
+
+/// A flag whose value starts with '-', or that has no value at all, is judged alike by the
+/// twins: the checked flags take `-x` as their value and refuse it with lab's words; the
+/// others report the next argument as unexpected, or the value as missing.
+#[test]
+fn hyphen_and_missing_values_are_refused_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("m.json").to_string_lossy().into_owned();
+    // (lab subcommand, script, valid flag/value pairs)
+    type Command<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+    let commands: [Command; 4] = [
+        (
+            "environment",
+            "mesure_memoire.py",
+            vec![("--device", "cuda:0")],
+        ),
+        (
+            "estimate",
+            "mesure_memoire.py",
+            vec![
+                ("--parameters", "7"),
+                ("--bits", "16"),
+                ("--reserve-gib", "1"),
+            ],
+        ),
+        (
+            "price",
+            "calcul_forfaits.py",
+            vec![
+                ("--gpu", "h200"),
+                ("--days", "7"),
+                ("--lots", "1"),
+                ("--accepted-results", "3"),
+            ],
+        ),
+        (
+            "measure",
+            "mesure_memoire.py",
+            vec![
+                ("--device", "cuda:0"),
+                ("--batch", "1"),
+                ("--context", "1"),
+                ("--width", "1"),
+                ("--dtype", "float32"),
+                ("--warmup", "1"),
+                ("--repeats", "2"),
+                ("--seed", "0"),
+                ("--output", output.as_str()),
+            ],
+        ),
+    ];
+    for (sub, script, pairs) in &commands {
+        for (at, (flag, _)) in pairs.iter().enumerate() {
+            // "-x" is a fine file name: for --output both twins go on (to a GPU check); and
+            // `environment` describes any device, reporting what is missing.
+            let values: &[Option<&str>] = if *flag == "--output" || *sub == "environment" {
+                &[None]
+            } else {
+                &[Some("-x"), Some("-inf"), None]
+            };
+            for value in values.iter().copied() {
+                // The flag under test goes last, so that "no value" is the end of the line.
+                let mut args: Vec<String> = Vec::new();
+                for (i, (f, v)) in pairs.iter().enumerate() {
+                    if i != at {
+                        args.extend([f.to_string(), v.to_string()]);
+                    }
+                }
+                args.push(flag.to_string());
+                if let Some(v) = value {
+                    args.push(v.to_string());
+                }
+                let python = if *sub == "price" {
+                    args.clone()
+                } else {
+                    [vec![sub.to_string()], args.clone()].concat()
+                };
+                let lab = [vec![sub.to_string()], args].concat();
+                assert_same_message(&lab, script, &python);
+            }
+        }
+    }
+}

@@ -29,11 +29,21 @@ pub struct Args {
     #[command(flatten)]
     graph: GraphFlag,
     /// New JSON file to write (never overwritten; written atomically). One GPU only.
-    #[arg(long, value_name = "FILE", required_unless_present = "output_dir")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "output_dir",
+        allow_hyphen_values = true
+    )]
     output: Option<PathBuf>,
     /// New folder for several GPUs: one document per GPU (`cuda-N.json`) and
     /// `comparison.json`. Only with --device all or a list.
-    #[arg(long, value_name = "DIR", conflicts_with = "output")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "output",
+        allow_hyphen_values = true
+    )]
     output_dir: Option<PathBuf>,
     #[command(flatten)]
     worker: super::WorkerArg,

@@ -35,7 +35,7 @@ use std::process::ExitCode;
 pub struct CatalogArg {
     /// Catalog CSV to use instead of the embedded one (checked by the same validator); `-`
     /// reads it from standard input.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     tariffs: Option<PathBuf>,
 }
 
@@ -62,7 +62,7 @@ impl CatalogArg {
 #[derive(Debug, clap::Args)]
 pub struct PackageArgs {
     /// GPU identifier from the catalog, e.g. b200 (`lab tariffs` lists them).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub gpu: String,
     /// Package duration in days: 3, 7 or 30.
     #[arg(long, value_name = "D", value_parser = values::days, allow_hyphen_values = true)]
@@ -95,7 +95,7 @@ pub struct DeviceArg {
 pub struct WorkerArg {
     /// The torch worker executable (default: `lab-torch-worker` next to `lab`, or
     /// $LAB_TORCH_WORKER).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
     pub worker: Option<PathBuf>,
 }
 

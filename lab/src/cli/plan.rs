@@ -17,7 +17,7 @@ fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
 pub struct Args {
     /// Model folder (config.json and safetensors headers are read, never the tensor data) or a
     /// config.json alone.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
     model: PathBuf,
     /// Sequences processed together.
     #[arg(long, value_name = "B", default_value = "1", value_parser = plan_size, allow_hyphen_values = true)]
@@ -27,16 +27,26 @@ pub struct Args {
     context: u64,
     /// Weights format: fp32, bf16, fp16, fp8, int8, int4 (4 bits + a 16-bit scale per 128
     /// weights). Default: as stored (safetensors) or configured (config.json dtype).
-    #[arg(long, value_name = "FORMAT", conflicts_with = "bits")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        conflicts_with = "bits",
+        allow_hyphen_values = true
+    )]
     weights_dtype: Option<String>,
     /// Bits per decoder-matrix weight, scales included, as an exact decimal (e.g. 4.5).
     #[arg(long, value_name = "BITS", allow_hyphen_values = true)]
     bits: Option<String>,
     /// KV-cache format: fp32, bf16, fp16, fp8, int8. Default: the activations' width.
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT", allow_hyphen_values = true)]
     kv_dtype: Option<String>,
     /// inference (weights, KV cache, prefill workspace) or training (AdamW, mixed precision).
-    #[arg(long, value_name = "MODE", default_value = "inference")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "inference",
+        allow_hyphen_values = true
+    )]
     mode: String,
     /// Training: one activation checkpoint per layer (recompute in the backward pass).
     #[arg(long)]
@@ -49,10 +59,10 @@ pub struct Args {
     #[command(flatten)]
     catalog: super::CatalogArg,
     /// GPU memory file to use instead of the embedded data/gpu-memory.csv.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     gpu_memory: Option<PathBuf>,
     /// Only this catalog GPU id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     gpu: Option<String>,
     /// Print one JSON object instead of the text.
     #[arg(long)]

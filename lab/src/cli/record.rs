@@ -10,10 +10,10 @@ use std::path::PathBuf;
 pub struct Args {
     /// The run's measurement JSON (written by `lab measure`, `mesure_memoire.py` or the
     /// notebook); linked by file name and SHA-256. Leave out for a run that produced none.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     measurement: Option<PathBuf>,
     /// The results grid to append to (the kit's `resultats-bruts.csv`; never rewritten).
-    #[arg(long, value_name = "resultats-bruts.csv")]
+    #[arg(long, value_name = "resultats-bruts.csv", allow_hyphen_values = true)]
     results: PathBuf,
     #[command(flatten)]
     package: super::PackageArgs,
@@ -23,7 +23,7 @@ pub struct Args {
     run_id: Option<String>,
     /// When the run ended, UTC, e.g. 2026-10-02T14:05:00Z (a real date, `Z` only; second 60,
     /// a leap second, is refused) [default: now].
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     date_utc: Option<String>,
     /// Name of the quality metric fixed before the trial.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
@@ -41,7 +41,12 @@ pub struct Args {
     #[arg(long, value_name = "K", value_parser = lab::values::count, allow_hyphen_values = true)]
     accepted_results: Option<u64>,
     /// completed, failed, interrupted or rejected (completed but below the threshold).
-    #[arg(long, value_name = "OUTCOME", default_value = "completed")]
+    #[arg(
+        long,
+        value_name = "OUTCOME",
+        default_value = "completed",
+        allow_hyphen_values = true
+    )]
     outcome: String,
     /// Free text (e.g. which earlier run_id this row corrects). Text flags may not start with
     /// `=`, `+`, `-` or `@`, which spreadsheets run as formulas (except a signed number in

@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
     /// Also draw peak memory per phase and warm-forward times into this new SVG file.
-    #[arg(long, value_name = "OUT.svg")]
+    #[arg(long, value_name = "OUT.svg", allow_hyphen_values = true)]
     svg: Option<PathBuf>,
     /// Print the tables as Markdown.
     #[arg(long, conflicts_with = "json")]

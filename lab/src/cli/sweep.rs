@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, value_name = "cuda:N|all|LIST", value_parser = values::devices, allow_hyphen_values = true)]
     device: Devices,
     /// The dimension to grow.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, allow_hyphen_values = true)]
     vary: Vary,
     /// First value of the varied dimension.
     #[arg(long, value_name = "A", value_parser = values::sweep_value, allow_hyphen_values = true)]
@@ -80,7 +80,7 @@ pub struct Args {
     #[command(flatten)]
     worker: super::WorkerArg,
     /// New folder for the points' JSON files and summary.csv (must not exist).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", allow_hyphen_values = true)]
     output_dir: PathBuf,
     /// Print the summary as one JSON object.
     #[arg(long)]
