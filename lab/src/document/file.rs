@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// huge unrelated file.
 pub const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Checks what the types alone cannot: the schema id, every phase present, repetitions
+/// Checks what the types alone cannot: the schema id, the tool, every phase present, repetitions
 /// numbered only on `warm_forward` rows, finite non-negative times.
 ///
 /// # Errors
@@ -20,6 +20,23 @@ pub fn check(document: &Document) -> std::result::Result<(), String> {
         return Err(format!(
             "schema is {:?}, expected {SCHEMA_ID:?}",
             document.schema
+        ));
+    }
+    // The schema's enums (lab/schema/measurement.schema.json): the tool is one of the twins.
+    if document.tool.name != super::TOOL_NAME {
+        return Err(format!(
+            "tool.name is {:?}, expected {:?}",
+            document.tool.name,
+            super::TOOL_NAME
+        ));
+    }
+    if document.tool.version.is_empty() {
+        return Err("tool.version is empty".to_string());
+    }
+    if !matches!(document.tool.implementation.as_str(), "rust" | "python") {
+        return Err(format!(
+            "tool.implementation is {:?}, expected \"rust\" or \"python\"",
+            document.tool.implementation
         ));
     }
     for (index, row) in document.phases.iter().enumerate() {

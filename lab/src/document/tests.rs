@@ -143,6 +143,18 @@ fn rejects_bad_documents() {
         .contains("unknown variant `input`"));
     let negative = good.replace(r#""wall_seconds":0.0010"#, r#""wall_seconds":-1"#);
     assert!(parse(negative.as_bytes()).unwrap_err().contains("time"));
+    // The tool is one of the twins, named as the schema says.
+    for (from, to, needle) in [
+        (r#""implementation":"rust""#, r#""implementation":"cobol""#, "tool.implementation"),
+        (r#""implementation":"rust""#, r#""implementation":"Rust""#, "tool.implementation"),
+        (r#""name":"iteragpu-lab""#, r#""name":"other-lab""#, "tool.name"),
+        (r#""version":"1.0.0""#, r#""version":"""#, "tool.version"),
+    ] {
+        let bad = good.replace(from, to);
+        assert_ne!(bad, good, "{from}");
+        assert!(parse(bad.as_bytes()).unwrap_err().contains(needle), "{to}");
+    }
+    assert!(parse(good.replace("\"rust\"", "\"python\"").as_bytes()).is_ok());
     assert!(parse(b"{}").is_err());
     assert!(parse(b"\xff").is_err());
     let bom = [b"\xEF\xBB\xBF".as_slice(), good.as_bytes()].concat();
