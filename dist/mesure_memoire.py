@@ -1139,6 +1139,27 @@ def _cli_environment(args):
     return 0
 
 
+# Largest batch x context x 4*width element count: libtorch sizes are signed 64-bit
+# (lab/src/measure.rs, MAX_ELEMENTS).
+MAX_ELEMENTS = (2**63 - 1) // 8
+
+
+def check_sizes(batch, context, width, dtype_bytes):
+    """Refuses sizes no tensor can have, before anything runs, as ``lab`` does: the widest
+    activation and the weight matrix within MAX_ELEMENTS, and every derived count of the
+    document (parameters, bytes, FLOPs per forward) within 64 bits."""
+    hidden = 4 * width
+    tokens = batch * context
+    matrix = width * hidden
+    parameters = 2 * matrix + hidden + width
+    derived = (parameters * dtype_bytes, tokens * width * dtype_bytes, 4 * tokens * matrix)
+    if tokens * hidden > MAX_ELEMENTS or matrix > MAX_ELEMENTS or max(derived) > _U64_MAX:
+        raise KitError(
+            f"batch {batch} × context {context} × width {width} is too large to describe "
+            f"(more than {MAX_ELEMENTS} elements)"
+        )
+
+
 def _cli_measure(args):
     """``measure``: validates everything, measures, writes the new JSON file; returns 0."""
     # lab's bounds (lab/src/values.rs): warm-up passes fit in 32 bits, a seed in i64, and at
@@ -1153,6 +1174,7 @@ def _cli_measure(args):
     if args.graph_replays is not None:
         parse_int("--graph-replays", args.graph_replays, 1, GRAPH_MAX_REPLAYS)
     parse_device(args.device)
+    check_sizes(int(args.batch), int(args.context), int(args.width), DTYPE_BYTES[args.dtype])
     check_new_output(args.output)
     document = run_measurement(
         args.device, args.batch, args.context, args.width, args.dtype, args.warmup, args.repeats, args.seed,

@@ -1325,11 +1325,7 @@ mod extremes {
             .map(str::trim)
             .filter(|t| t.starts_with("[1]"))
             .collect();
-        assert_eq!(
-            legend,
-            ["[1] rust float32 b1 c16 w64"],
-            "{svg}"
-        );
+        assert_eq!(legend, ["[1] rust float32 b1 c16 w64"], "{svg}");
         // The JSON keeps the text as it was; serde_json escapes it.
         let json = serde_json::to_string(&report).unwrap();
         assert!(

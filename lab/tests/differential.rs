@@ -1509,3 +1509,38 @@ fn hyphen_and_missing_values_are_refused_alike() {
         }
     }
 }
+
+/// Sizes that no tensor can have are refused before the output folder is looked at, by both
+/// twins, at the same boundaries (the widest activation, the weight matrix, and the FLOPs of
+/// one forward within 64 bits).
+#[test]
+fn oversized_measurements_are_refused_alike_and_first() {
+    let missing = "/nonexistent-folder-of-lab-tests/m.json";
+    let max = i64::MAX as u64 / 8;
+    let cases = [
+        (1u64, 1u64, 1u64 << 29),    // weights 2^60: the largest accepted matrix
+        (1, 1, (1 << 29) + 1),       // one more: the matrix is too large
+        (1 << 20, 1 << 20, 1 << 18), // activation 2^60 exactly
+        (1 << 20, 1 << 20, (1 << 18) + 1),
+        (1 << 40, 1, 1 << 15), // activation fits, FLOPs per forward do not
+        (max, 1, 1),
+        (u64::MAX, 1, 1),
+        (100_000_000, 100_000_000, 100_000),
+    ];
+    for (batch, context, width) in cases {
+        let args = strings(&[
+            "measure",
+            "--device",
+            "cuda:0",
+            "--batch",
+            &batch.to_string(),
+            "--context",
+            &context.to_string(),
+            "--width",
+            &width.to_string(),
+            "--output",
+            missing,
+        ]);
+        assert_same_message(&args, "mesure_memoire.py", &args);
+    }
+}

@@ -145,9 +145,21 @@ fn rejects_bad_documents() {
     assert!(parse(negative.as_bytes()).unwrap_err().contains("time"));
     // The tool is one of the twins, named as the schema says.
     for (from, to, needle) in [
-        (r#""implementation":"rust""#, r#""implementation":"cobol""#, "tool.implementation"),
-        (r#""implementation":"rust""#, r#""implementation":"Rust""#, "tool.implementation"),
-        (r#""name":"iteragpu-lab""#, r#""name":"other-lab""#, "tool.name"),
+        (
+            r#""implementation":"rust""#,
+            r#""implementation":"cobol""#,
+            "tool.implementation",
+        ),
+        (
+            r#""implementation":"rust""#,
+            r#""implementation":"Rust""#,
+            "tool.implementation",
+        ),
+        (
+            r#""name":"iteragpu-lab""#,
+            r#""name":"other-lab""#,
+            "tool.name",
+        ),
         (r#""version":"1.0.0""#, r#""version":"""#, "tool.version"),
     ] {
         let bad = good.replace(from, to);
