@@ -74,7 +74,7 @@ pub fn run(args: Args) -> Result<()> {
         other => {
             return Err(Error::usage(format!(
                 "--mode must be inference or training, got '{}'",
-                lab::text::one_line(other)
+                lab::text::excerpt(other)
             )))
         }
     };
@@ -130,7 +130,7 @@ fn parse_bits(text: &str) -> Result<Decimal> {
     value.ok_or_else(|| {
         Error::usage(format!(
             "--bits must be a decimal number of bits per weight from 1 to 64 with at most 4 decimals (e.g. 4.5), got '{}'",
-            lab::text::one_line(text)
+            lab::text::excerpt(text)
         ))
     })
 }

@@ -52,7 +52,7 @@ fn refusal(name: &str, dir: &Path) -> (Vec<String>, i32) {
             2,
         ),
         "tariffs" => (vec!["tariffs".into(), "--tariffs".into(), missing], 1),
-        "plan" => (vec!["plan".into(), "--model".into(), missing], 2),
+        "plan" => (vec!["plan".into(), "--model".into(), missing], 1),
         "compare" => (
             vec![
                 "compare".into(),
@@ -181,8 +181,8 @@ fn every_refusal_keeps_its_exit_code_when_stderr_is_full() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-/// A model folder without config.json and a bad flag value are bad input (exit 2), whether
-/// stderr can be written or not.
+/// A model folder without config.json and a bad flag value are bad input (exit 2), a missing
+/// path a failed read (exit 1), whether stderr can be written or not.
 #[test]
 fn plan_refusals_keep_their_exit_codes_when_stderr_is_full() {
     check(
@@ -192,6 +192,8 @@ fn plan_refusals_keep_their_exit_codes_when_stderr_is_full() {
     let model = repo_root().join("examples/models/llama-3.2-1b");
     let model = model.display().to_string();
     check(fixed(&["plan", "--model", &model, "--bits", "0"]), 2);
+    // A missing path is a failed read, as for --tariffs.
+    check(fixed(&["plan", "--model", "/nonexistent/model"]), 1);
 }
 
 /// Success stays success: every subcommand's successful run (a sweep logs its points on
