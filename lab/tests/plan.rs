@@ -148,6 +148,7 @@ fn errors_are_one_line_exit_2() {
         vec!["--bits", "4.55555"],
         vec!["--mode", "serve"],
         vec!["--kv-dtype", "int3"],
+        vec!["--kv-dtype", "int4"],
         vec!["--days", "5"],
         vec!["--gpu", "x100"],
     ] {
@@ -605,4 +606,47 @@ fn duplicate_keys_are_refused_and_a_bom_accepted_in_every_json_file() {
         2,
         "key \"dtype\" in \"a\" is listed twice in the safetensors header",
     );
+}
+
+/// Named flag values are exact, case-sensitive names (as `--dtype`, `--mode`, `--gpu`), and
+/// `--bits` is shown as the number it is.
+#[test]
+fn format_names_are_exact_and_bits_normalized() {
+    let model = models().join("llama-3.2-1b");
+    for (flag, value) in [
+        ("--weights-dtype", "INT4"),
+        ("--weights-dtype", "INT4-G128"),
+        ("--weights-dtype", "BF16"),
+        ("--weights-dtype", "bfloat16"),
+        ("--kv-dtype", "FP8"),
+        ("--kv-dtype", "Int8"),
+    ] {
+        refused(&model, &[flag, value], 2, "must be one of");
+    }
+    let m = model.to_str().unwrap();
+    let int4 = plan_json(&["--model", m, "--weights-dtype", "int4"]);
+    let g128 = plan_json(&["--model", m, "--weights-dtype", "int4-g128"]);
+    assert_eq!(int4["memory"], g128["memory"]);
+    for (typed, shown) in [
+        ("01", "1"),
+        ("64.0000", "64"),
+        ("4.50", "4.5"),
+        ("4.125", "4.125"),
+    ] {
+        let p = plan_json(&["--model", m, "--bits", typed]);
+        assert_eq!(
+            p["weights_format"],
+            format!("{shown} bits per matrix weight"),
+            "{typed}"
+        );
+        let out = lab()
+            .args(["plan", "--model", m, "--bits", typed])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("weights {shown} bits per matrix weight,")),
+            "{typed}: {text}"
+        );
+    }
 }
