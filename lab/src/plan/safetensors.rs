@@ -210,7 +210,7 @@ pub fn read_index(index: &Path) -> Result<Summary> {
 /// # Errors
 /// [`Error::Usage`] (exit 2) naming the path; [`Error::Runtime`] when it cannot be inspected,
 /// saying so when it is a symbolic link whose target cannot be reached (missing, a loop).
-pub fn regular_file(path: &Path, shown: &str) -> Result<()> {
+fn regular_file(path: &Path, shown: &str) -> Result<()> {
     let meta = std::fs::metadata(path).map_err(|e| {
         let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
         if link {
