@@ -21,7 +21,11 @@
 //! `String` and is tested there; `cli/<command>.rs` only lays an already computed value's
 //! fields out on lines. Either way no library function writes to standard output itself:
 //! the command prints the text through [`stdout`], which treats a closed pipe as a quiet end
-//! (exit 0) and a failed write as exit 1.
+//! (exit 0) and a failed write as exit 1. Diagnostics go through [`stderr`], which never
+//! panics on a failed write (the exit code stays the command's own).
+
+// Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
+#![deny(clippy::print_stderr)]
 
 pub mod catalog;
 #[doc(hidden)]
@@ -41,6 +45,7 @@ pub mod pricing;
 pub mod record;
 pub mod report;
 pub mod search;
+pub mod stderr;
 pub mod stdout;
 pub mod sweep;
 pub mod table;

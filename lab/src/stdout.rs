@@ -87,7 +87,7 @@ pub fn help_or_version(program: &str, error: &clap::Error) -> Option<std::proces
     Some(match print(&text) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{program}: error: {e}");
+            crate::errln!("{program}: error: {e}");
             std::process::ExitCode::FAILURE
         }
     })

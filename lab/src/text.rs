@@ -94,6 +94,26 @@ pub fn one_line(message: &str) -> String {
     out
 }
 
+/// Most characters of a value from the input that a message quotes ([`excerpt`]).
+pub const EXCERPT_CHARS: usize = 64;
+
+/// `value` as a message quotes it: its first [`EXCERPT_CHARS`] characters, then `…` when it
+/// is longer, escaped by [`one_line`] (so an escape is never cut in half). A value read from a
+/// file or a flag can be any length; the message stays short whatever it holds.
+///
+/// ```
+/// assert_eq!(lab::text::excerpt("llama"), "llama");
+/// let long = "x".repeat(100_000);
+/// assert_eq!(lab::text::excerpt(&long), format!("{}…", "x".repeat(64)));
+/// assert_eq!(lab::text::excerpt("a\nb"), r"a\nb");
+/// ```
+pub fn excerpt(value: &str) -> String {
+    match value.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}…", one_line(&value[..cut])),
+        None => one_line(value),
+    }
+}
+
 /// `json` (text produced by a JSON serializer) with every [hidden](is_hidden) character that
 /// the serializer left raw written as a JSON escape (`\u202e`; a UTF-16 surrogate pair above
 /// U+FFFF), so that printing the JSON sends no control or format character to a terminal.
@@ -155,6 +175,17 @@ mod tests {
         for c in ['\t', '\n', '\u{1c}', '\u{85}', '\u{2028}', 'a', '\u{200b}'] {
             assert!(!is_space(c), "{c:?}");
         }
+    }
+
+    #[test]
+    fn excerpts_cut_long_values_before_escaping() {
+        let exact = "é".repeat(EXCERPT_CHARS);
+        assert_eq!(excerpt(&exact), exact);
+        assert_eq!(excerpt(&format!("{exact}z")), format!("{exact}…"));
+        // 64 newlines: all shown, escaped; one more is cut.
+        let lines = "\n".repeat(EXCERPT_CHARS + 1);
+        assert_eq!(excerpt(&lines), format!("{}…", r"\n".repeat(EXCERPT_CHARS)));
+        assert_eq!(excerpt(""), "");
     }
 
     #[test]

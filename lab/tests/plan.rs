@@ -1,4 +1,5 @@
-//! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (exit 2, one line).
+//! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (one line; exit 2 for
+//! bad input, exit 1 for a file that is missing or cannot be read).
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -149,6 +150,7 @@ fn errors_are_one_line_exit_2() {
         vec!["--bits", "4.55555"],
         vec!["--mode", "serve"],
         vec!["--kv-dtype", "int3"],
+        vec!["--kv-dtype", "int4"],
         vec!["--days", "5"],
         vec!["--gpu", "x100"],
     ] {
@@ -194,14 +196,21 @@ fn non_regular_model_files_are_refused_without_blocking() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
-        // A FIFO named config.json is not a config file: the folder is said to have none.
-        let expected = if name == "config.json" {
-            "has no config.json"
-        } else {
-            "is not a regular file"
-        };
-        assert!(stderr.contains(expected), "{name}: {stderr}");
+        // A FIFO named config.json is there: it is no config file, not a missing one.
+        let expected = format!("{name} is not a regular file");
+        assert!(stderr.contains(&expected), "{name}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        // A folder of that name is refused the same way.
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::create_dir(&fifo).unwrap();
+        let output = lab()
+            .args(["plan", "--model"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name} folder: {stderr}");
+        assert!(stderr.contains(&expected), "{name} folder: {stderr}");
     }
 }
 
@@ -371,7 +380,7 @@ fn weights_allocated_and_reserved_match_a_fresh_process_on_the_h200() {
 }
 
 /// Writes a safetensors file with these tensors (name, dtype, shape) and zeroed data.
-fn safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
+fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
     let mut header = serde_json::Map::new();
     let mut offset = 0u64;
     for (name, dtype, shape) in tensors {
@@ -415,7 +424,7 @@ fn partial_and_pre_quantized_checkpoints() {
     tiny_llama(d, "");
     let whole = plan_json(&["--model", d.to_str().unwrap()]);
     assert_eq!(whole["parameters"], 90432);
-    safetensors(
+    write_safetensors(
         &d.join("model.safetensors"),
         &[("model.embed_tokens.weight", "F16", &[128, 64])],
     );
@@ -429,7 +438,7 @@ fn partial_and_pre_quantized_checkpoints() {
         d,
         r#","quantization_config":{"quant_method":"gptq","bits":4}"#,
     );
-    safetensors(
+    write_safetensors(
         &d.join("model.safetensors"),
         &[
             ("model.embed_tokens.weight", "F16", &[128, 64]),
@@ -509,4 +518,330 @@ fn huge_products_are_refused_not_wrapped() {
     )
     .unwrap();
     refused(&[], "patch_size 1000 is larger than image_size 896");
+}
+
+/// Runs `lab plan --model path` plus `args`: exit `code`, nothing on stdout, one stderr line
+/// (returned) holding `needle`.
+fn refused(path: &std::path::Path, args: &[&str], code: i32, needle: &str) -> String {
+    let out = lab()
+        .args(["plan", "--model"])
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{path:?} {args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{path:?} {args:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("lab: error: "), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+    err
+}
+
+/// A safetensors file of the header `header`, its data zeros.
+fn safetensors(header: &str, data: usize) -> Vec<u8> {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(0u8, data));
+    bytes
+}
+
+const ONE_TENSOR: &str = r#"{"a":{"dtype":"BF16","shape":[8],"data_offsets":[0,16]}}"#;
+
+/// A Llama config.json of 11 parameters (every size 1), so that ONE_TENSOR's 8 elements are
+/// a plausible header for it (not under half of the config).
+const TINY_LLAMA: &str = r#"{
+  "model_type": "llama",
+  "hidden_size": 1,
+  "intermediate_size": 1,
+  "num_hidden_layers": 1,
+  "num_attention_heads": 1,
+  "vocab_size": 1,
+  "torch_dtype": "bfloat16"
+}
+"#;
+
+/// A folder with [`TINY_LLAMA`] as its config.json.
+fn llama_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), TINY_LLAMA).unwrap();
+    dir
+}
+
+/// PROTOCOL §8: a path that is missing or cannot be read is exit 1, as for `--tariffs`; a
+/// folder without config.json is bad input, exit 2.
+#[test]
+fn a_missing_model_is_exit_1_a_folder_without_config_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let line = refused(&missing, &[], 1, "cannot read --model");
+    assert!(line.contains("No such file or directory"), "{line}");
+    refused(dir.path(), &[], 2, "the folder has no config.json");
+    // A --model link to nowhere is a path that cannot be read.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&missing, &link).unwrap();
+    refused(&link, &[], 1, "cannot read --model");
+}
+
+/// A model file that is a dangling symbolic link or a link loop is reported (exit 1), never
+/// skipped for the config arithmetic; a valid link, as in a Hugging Face cache snapshot
+/// (`snapshots/<rev>/x -> ../../blobs/<hash>`), is read through.
+#[test]
+fn model_file_symlinks_are_followed_or_reported() {
+    for name in [
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "config.json",
+    ] {
+        for target in ["nowhere", "loop"] {
+            let dir = llama_folder();
+            let path = dir.path().join(name);
+            if name == "config.json" {
+                std::fs::remove_file(&path).unwrap();
+            }
+            // "loop" points at itself.
+            let to = if target == "loop" {
+                path.clone()
+            } else {
+                dir.path().join("nowhere")
+            };
+            std::os::unix::fs::symlink(&to, &path).unwrap();
+            let line = refused(dir.path(), &[], 1, "cannot read");
+            assert!(line.contains(name), "{line}");
+            assert!(line.contains("symbolic link"), "{line}");
+        }
+    }
+    // A shard named by the index that is a dangling link.
+    let dir = llama_folder();
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"model-00001-of-00001.safetensors"}}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        "../blobs/gone",
+        dir.path().join("model-00001-of-00001.safetensors"),
+    )
+    .unwrap();
+    refused(dir.path(), &[], 1, "model-00001-of-00001.safetensors");
+
+    // A Hugging Face cache: every file of the snapshot is a relative link into blobs/.
+    let cache = tempfile::tempdir().unwrap();
+    let blobs = cache.path().join("blobs");
+    let snapshot = cache.path().join("snapshots/0123abcd");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let config = TINY_LLAMA.as_bytes().to_vec();
+    let files: [(&str, Vec<u8>); 3] = [
+        ("config.json", config),
+        (
+            "model.safetensors.index.json",
+            br#"{"weight_map":{"a":"model-00001-of-00001.safetensors"}}"#.to_vec(),
+        ),
+        (
+            "model-00001-of-00001.safetensors",
+            safetensors(ONE_TENSOR, 16),
+        ),
+    ];
+    for (index, (name, bytes)) in files.iter().enumerate() {
+        std::fs::write(blobs.join(format!("blob{index}")), bytes).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/blob{index}"), snapshot.join(name))
+            .unwrap();
+    }
+    let p = plan_json(&["--model", snapshot.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 8);
+    assert_eq!(p["headers"]["files"][0], "model-00001-of-00001.safetensors");
+    // The same with model.safetensors alone.
+    std::fs::remove_file(snapshot.join("model.safetensors.index.json")).unwrap();
+    std::fs::rename(
+        snapshot.join("model-00001-of-00001.safetensors"),
+        snapshot.join("model.safetensors"),
+    )
+    .unwrap();
+    let p = plan_json(&["--model", snapshot.to_str().unwrap()]);
+    assert_eq!(p["headers"]["files"][0], "model.safetensors");
+}
+
+/// Messages say what the file is, name it once, and cut long echoed values.
+#[test]
+fn messages_name_the_file_once_and_cut_long_values() {
+    let dir = llama_folder();
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+
+    // Over the 16 MiB cap: named as a model config, not an index.
+    let mut big = text.clone();
+    big.push_str(&" ".repeat(16 << 20));
+    std::fs::write(&config, &big).unwrap();
+    refused(dir.path(), &[], 2, "too large for a model config");
+
+    // A config error names the file once.
+    value.as_object_mut().unwrap().remove("vocab_size");
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "has no \"vocab_size\"");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    value["vocab_size"] = "x".repeat(100_000).into();
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "\"vocab_size\" must be a whole number");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    assert!(line.len() < 400, "{line}");
+
+    // A 100,000-character model_type: cut to 64 characters, escaped.
+    let long = format!("\u{202e}{}", "x".repeat(100_000));
+    value["vocab_size"] = 128256.into();
+    value["model_type"] = long.into();
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "unknown model_type");
+    assert!(
+        line.contains(&format!("\"\\u{{202e}}{}…\"", "x".repeat(63))),
+        "{line}"
+    );
+    assert!(line.len() < 400, "{line}");
+
+    // A shard that is a folder or a FIFO is there, but no regular file.
+    let dir = llama_folder();
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("b.safetensors")).unwrap();
+    refused(dir.path(), &[], 2, "b.safetensors is not a regular file");
+    std::fs::remove_dir(dir.path().join("b.safetensors")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("b.safetensors"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    refused(dir.path(), &[], 2, "b.safetensors is not a regular file");
+    // A long shard name that is not there: cut.
+    let name = format!("{}.safetensors", "s".repeat(100_000));
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        serde_json::json!({"weight_map": {"a": name}}).to_string(),
+    )
+    .unwrap();
+    let line = refused(dir.path(), &[], 2, "which is not in");
+    assert!(line.len() < 400, "{line}");
+}
+
+/// A key given twice is refused in config.json (at any depth), in the index and in a
+/// safetensors header alike; a UTF-8 byte-order mark is accepted in config.json and in the
+/// index alike.
+#[test]
+fn duplicate_keys_are_refused_and_a_bom_accepted_in_every_json_file() {
+    let dir = llama_folder();
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let body = text.trim().trim_start_matches('{');
+    // Both orders: neither the first nor the last key wins.
+    for (first, second) in [("foo", "llama"), ("llama", "foo")] {
+        let dup = text
+            .trim()
+            .replacen('{', &format!("{{\"model_type\": \"{first}\", "), 1);
+        let dup = dup.replace(
+            "\"model_type\": \"llama\"",
+            &format!("\"model_type\": \"{second}\""),
+        );
+        std::fs::write(&config, dup).unwrap();
+        refused(dir.path(), &[], 2, "key \"model_type\" is listed twice");
+    }
+    std::fs::write(&config, format!("{{\"vocab_size\": 1, {body}")).unwrap();
+    let line = refused(dir.path(), &[], 2, "key \"vocab_size\" is listed twice");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    // Nested, as in a Gemma 3 text_config.
+    std::fs::write(
+        &config,
+        format!("{{\"text_config\": {{\"hidden_size\": 1, \"hidden_size\": 2}}, {body}"),
+    )
+    .unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"hidden_size\" in \"text_config\" is listed twice",
+    );
+    // A BOM in config.json and in the index.
+    std::fs::write(&config, format!("\u{feff}{text}")).unwrap();
+    std::fs::write(
+        dir.path().join("b.safetensors"),
+        safetensors(ONE_TENSOR, 16),
+    )
+    .unwrap();
+    let index = dir.path().join("model.safetensors.index.json");
+    std::fs::write(&index, "\u{feff}{\"weight_map\":{\"a\":\"b.safetensors\"}}").unwrap();
+    let p = plan_json(&["--model", dir.path().to_str().unwrap()]);
+    assert_eq!(p["parameters"], 8);
+    // The index: a tensor listed twice in weight_map, or weight_map itself twice.
+    std::fs::write(
+        &index,
+        r#"{"weight_map":{"a":"b.safetensors","a":"c.safetensors"}}"#,
+    )
+    .unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"a\" in \"weight_map\" is listed twice",
+    );
+    std::fs::write(
+        &index,
+        r#"{"weight_map":{"a":"c.safetensors"},"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    refused(dir.path(), &[], 2, "key \"weight_map\" is listed twice");
+    // A header: a tensor twice (as before), or a field of one tensor twice.
+    std::fs::remove_file(&index).unwrap();
+    let twice = r#"{"a":{"dtype":"BF16","dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#;
+    std::fs::write(dir.path().join("model.safetensors"), safetensors(twice, 8)).unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"dtype\" in \"a\" is listed twice in the safetensors header",
+    );
+}
+
+/// Named flag values are exact, case-sensitive names (as `--dtype`, `--mode`, `--gpu`), and
+/// `--bits` is shown as the number it is.
+#[test]
+fn format_names_are_exact_and_bits_normalized() {
+    let model = models().join("llama-3.2-1b");
+    for (flag, value) in [
+        ("--weights-dtype", "INT4"),
+        ("--weights-dtype", "INT4-G128"),
+        ("--weights-dtype", "BF16"),
+        ("--weights-dtype", "bfloat16"),
+        ("--kv-dtype", "FP8"),
+        ("--kv-dtype", "Int8"),
+    ] {
+        refused(&model, &[flag, value], 2, "must be one of");
+    }
+    let m = model.to_str().unwrap();
+    let int4 = plan_json(&["--model", m, "--weights-dtype", "int4"]);
+    let g128 = plan_json(&["--model", m, "--weights-dtype", "int4-g128"]);
+    assert_eq!(int4["memory"], g128["memory"]);
+    for (typed, shown) in [
+        ("01", "1"),
+        ("64.0000", "64"),
+        ("4.50", "4.5"),
+        ("4.125", "4.125"),
+    ] {
+        let p = plan_json(&["--model", m, "--bits", typed]);
+        assert_eq!(
+            p["weights_format"],
+            format!("{shown} bits per matrix weight"),
+            "{typed}"
+        );
+        let out = lab()
+            .args(["plan", "--model", m, "--bits", typed])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("weights {shown} bits per matrix weight,")),
+            "{typed}: {text}"
+        );
+    }
 }

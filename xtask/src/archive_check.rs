@@ -45,7 +45,7 @@ pub fn reproducible(ctx: &Ctx) -> Result<()> {
             first.sha256
         );
     }
-    eprintln!("{} sha256 {}", first.path.display(), first.sha256);
+    lab::errln!("{} sha256 {}", first.path.display(), first.sha256);
     *ctx.built.borrow_mut() = Some(first.path);
     Ok(())
 }
@@ -132,7 +132,7 @@ pub fn unzip_test(ctx: &Ctx) -> Result<()> {
     if !last.contains("No errors detected") {
         bail!("unzip -t: {listing}");
     }
-    eprintln!("{}", last.trim());
+    lab::errln!("{}", last.trim());
     Ok(())
 }
 

@@ -38,5 +38,8 @@ pub fn embedded_copies(ctx: &Ctx) -> Result<()> {
 
 /// Verify step: `cargo package -p lab` builds the crate from its packaged files alone.
 pub fn package(ctx: &Ctx) -> Result<()> {
-    Ok(cmd!(ctx.sh, "cargo package -p lab --allow-dirty --quiet").run()?)
+    Ok(crate::run_echoed(cmd!(
+        ctx.sh,
+        "cargo package -p lab --allow-dirty --quiet"
+    ))?)
 }

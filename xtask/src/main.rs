@@ -7,6 +7,9 @@
 //! the verify steps' context, lives here, so that no module imports another command's module
 //! for it.
 
+// Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
+#![deny(clippy::print_stderr)]
+
 mod archive;
 mod archive_check;
 mod content;
@@ -66,10 +69,18 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("xtask: error: {error:#}");
+            lab::errln!("xtask: error: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs `command` as xshell's `run` does (echoed as `$ command` on stderr, streams inherited,
+/// a non-zero status an error), but echoed through [`lab::stderr`]: xshell's own echo is an
+/// `eprintln!`, which panics when stderr cannot be written.
+pub fn run_echoed(command: xshell::Cmd<'_>) -> xshell::Result<()> {
+    lab::errln!("$ {command}");
+    command.quiet().run()
 }
 
 /// The workspace root (the parent of `xtask/`).

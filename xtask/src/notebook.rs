@@ -246,13 +246,13 @@ pub fn run(args: Args) -> Result<()> {
     let root = crate::project_root();
     if args.check {
         check(&root)?;
-        eprintln!("{NOTEBOOK} is up to date with {SCRIPT}");
+        lab::errln!("{NOTEBOOK} is up to date with {SCRIPT}");
         return Ok(());
     }
     let notebook = generate(&root)?;
     std::fs::write(root.join(NOTEBOOK), notebook)
         .with_context(|| format!("cannot write {NOTEBOOK}"))?;
-    eprintln!("wrote {NOTEBOOK} from {SCRIPT}");
+    lab::errln!("wrote {NOTEBOOK} from {SCRIPT}");
     Ok(())
 }
 

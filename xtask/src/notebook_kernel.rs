@@ -82,11 +82,10 @@ pub fn step(ctx: &Ctx) -> Result<()> {
             .root
             .join("xtask")
             .join("notebook-kernel-requirements.txt");
-        cmd!(
+        crate::run_echoed(cmd!(
             ctx.sh,
             "{python} -m pip install --quiet --disable-pip-version-check -r {requirements}"
-        )
-        .run()
+        ))
         .context("cannot install nbclient and ipykernel into target/notebook-venv")?;
     }
     let notebook = ctx.root.join(crate::notebook::NOTEBOOK);
@@ -125,7 +124,7 @@ pub fn step(ctx: &Ctx) -> Result<()> {
         .and_then(|c| c.error.as_ref())
         .and_then(|e| e.traceback.first())
     {
-        eprintln!("measurement cell: {}", lab::text::one_line(line));
+        lab::errln!("measurement cell: {}", lab::text::one_line(line));
     }
     Ok(())
 }

@@ -130,24 +130,24 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
         if args.fast && step.slow {
-            eprintln!("==> {} (skipped: --fast)", step.name);
+            lab::errln!("==> {} (skipped: --fast)", step.name);
             skipped += 1;
             continue;
         }
-        eprintln!("==> {}", step.name);
+        lab::errln!("==> {}", step.name);
         let step_started = Instant::now();
         match (step.run)(&ctx) {
             Ok(()) => {
                 passed += 1;
-                eprintln!("ok: {} ({:.1?})", step.name, step_started.elapsed());
+                lab::errln!("ok: {} ({:.1?})", step.name, step_started.elapsed());
             }
             Err(error) => {
                 failed += 1;
-                eprintln!("FAILED: {}: {error:#}", step.name);
+                lab::errln!("FAILED: {}: {error:#}", step.name);
             }
         }
     }
-    eprintln!("verify took {:.1?}", started.elapsed());
+    lab::errln!("verify took {:.1?}", started.elapsed());
     // CI's closing line is exactly `N passed, N failed`; only `--fast` adds the skipped count.
     if skipped == 0 {
         lab::outln!("{passed} passed, {failed} failed")?;
@@ -167,13 +167,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// stderr, exit 2), a missing or unreadable file exit 1.
 fn verify_one_archive(path: &Path) -> ExitCode {
     if let Err(error) = kit::check_archive_path(path) {
-        eprintln!("xtask: error: {}", lab::text::one_line(&error.to_string()));
+        lab::errln!("xtask: error: {}", lab::text::one_line(&error.to_string()));
         return ExitCode::from(error.exit_code());
     }
     let report = kit::verify_archive(path);
     // Printed through lab's one stdout path: a closed pipe is a quiet end, a full disk exit 1.
     if let Err(error) = lab::stdout::lines(&report.lines()) {
-        eprintln!("xtask: error: {error}");
+        lab::errln!("xtask: error: {error}");
         return ExitCode::FAILURE;
     }
     if report.is_ok() {
@@ -184,19 +184,21 @@ fn verify_one_archive(path: &Path) -> ExitCode {
 }
 
 fn fmt(ctx: &Ctx) -> Result<()> {
-    Ok(cmd!(ctx.sh, "cargo fmt --all -- --check").run()?)
+    Ok(crate::run_echoed(cmd!(
+        ctx.sh,
+        "cargo fmt --all -- --check"
+    ))?)
 }
 
 fn clippy(ctx: &Ctx) -> Result<()> {
-    Ok(cmd!(
+    Ok(crate::run_echoed(cmd!(
         ctx.sh,
         "cargo clippy --workspace --all-targets -- -D warnings"
-    )
-    .run()?)
+    ))?)
 }
 
 fn rust_tests(ctx: &Ctx) -> Result<()> {
-    Ok(cmd!(ctx.sh, "cargo test --workspace").run()?)
+    Ok(crate::run_echoed(cmd!(ctx.sh, "cargo test --workspace"))?)
 }
 
 /// Reads the source of kit member `name` (`README.md`, ...) from the workspace.
@@ -230,5 +232,8 @@ fn notebook_up_to_date(ctx: &Ctx) -> Result<()> {
 
 /// The Python suites of the kit's scripts, with the machine's python3 and nothing installed.
 fn python_tests(ctx: &Ctx) -> Result<()> {
-    Ok(cmd!(ctx.sh, "python3 -m unittest discover -s tests/python").run()?)
+    Ok(crate::run_echoed(cmd!(
+        ctx.sh,
+        "python3 -m unittest discover -s tests/python"
+    ))?)
 }

@@ -81,7 +81,7 @@ fn site_packages(venv: &Path) -> Result<PathBuf> {
 }
 
 fn checked(mut command: Command, what: &str) -> Result<()> {
-    eprintln!("+ {command:?}");
+    lab::errln!("+ {command:?}");
     let status = command
         .status()
         .with_context(|| format!("{what}: cannot start"))?;
@@ -192,7 +192,7 @@ fn expect_exit2(output: &Output, wrote: bool, needle: &str) -> Result<()> {
     if stderr.trim().lines().count() != 1 {
         bail!("expected one line on stderr, got: {}", stderr.trim());
     }
-    eprintln!("  {}", stderr.trim());
+    lab::errln!("  {}", stderr.trim());
     Ok(())
 }
 

@@ -17,6 +17,9 @@
 //! (`measure_graph`, the same steps as `measure_graph` in `mesure_memoire.py`; what it records is
 //! described in `lab::document::graph`).
 
+// Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
+#![deny(clippy::print_stderr)]
+
 use lab::document::graph::{
     GraphCounters, GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES,
 };
@@ -665,7 +668,7 @@ fn reply(reply: &WorkerReply) {
     };
     // Through lab's one stdout path; if `lab` cannot read the answer, stderr is all that is left.
     if let Err(e) = lab::stdout::print(&format!("{text}\n")) {
-        eprintln!("lab-torch-worker: {e}");
+        lab::errln!("lab-torch-worker: {e}");
     }
 }
 

@@ -241,7 +241,7 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("lab: error: {}", one_line(&error.to_string()));
+            crate::errln!("lab: error: {}", one_line(&error.to_string()));
             ExitCode::from(error.exit_code())
         }
     }
@@ -278,7 +278,7 @@ fn usage_error(error: clap::Error) -> ExitCode {
         .collect();
     let first = message.join(" ");
     let first = first.trim_start_matches("error: ");
-    eprintln!("lab: error: {} (see `lab --help`)", one_line(first));
+    crate::errln!("lab: error: {} (see `lab --help`)", one_line(first));
     ExitCode::from(2)
 }
 

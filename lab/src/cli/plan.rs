@@ -12,6 +12,33 @@ fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
     values::whole(text, 1, 1 << 32)
 }
 
+/// `--weights-dtype`: one of the [`plan::memory::FORMATS`] names, exactly as written there
+/// (lowercase: named values are case-sensitive in every `lab` flag, as `--dtype`, `--mode`,
+/// `--gpu`).
+fn weights_format(text: &str) -> std::result::Result<String, values::Refusal> {
+    plan::memory::FORMATS
+        .iter()
+        .find(|(name, _)| *name == text)
+        .map(|(name, _)| (*name).to_string())
+        .ok_or_else(|| {
+            format!(
+                "must be one of {}",
+                plan::memory::FORMATS.map(|f| f.0).join(", ")
+            )
+        })
+}
+
+/// KV-cache element formats: the float and 8-bit [`plan::memory::FORMATS`].
+const KV_FORMATS: [&str; 5] = ["fp32", "bf16", "fp16", "fp8", "int8"];
+
+/// `--kv-dtype`: one of [`KV_FORMATS`], exactly (case-sensitive, as `--weights-dtype`).
+fn kv_format(text: &str) -> std::result::Result<String, values::Refusal> {
+    KV_FORMATS
+        .contains(&text)
+        .then(|| text.to_string())
+        .ok_or_else(|| format!("must be one of {}", KV_FORMATS.join(", ")))
+}
+
 /// Flags of `lab plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,12 +52,14 @@ pub struct Args {
     /// Tokens per sequence: prompt plus generation.
     #[arg(long, value_name = "T", default_value = "4096", value_parser = plan_size, allow_hyphen_values = true)]
     context: u64,
-    /// Weights format: fp32, bf16, fp16, fp8, int8, int4 (4 bits + a 16-bit scale per 128
-    /// weights). Default: as stored (safetensors) or configured (config.json dtype).
+    /// Weights format: fp32, bf16, fp16, fp8, int8, int4 or int4-g128 (both 4 bits + a
+    /// 16-bit scale per 128 weights). Default: as stored (safetensors) or configured
+    /// (config.json dtype).
     #[arg(
         long,
         value_name = "FORMAT",
         conflicts_with = "bits",
+        value_parser = weights_format,
         allow_hyphen_values = true
     )]
     weights_dtype: Option<String>,
@@ -38,7 +67,7 @@ pub struct Args {
     #[arg(long, value_name = "BITS", allow_hyphen_values = true)]
     bits: Option<String>,
     /// KV-cache format: fp32, bf16, fp16, fp8, int8. Default: the activations' width.
-    #[arg(long, value_name = "FORMAT", allow_hyphen_values = true)]
+    #[arg(long, value_name = "FORMAT", value_parser = kv_format, allow_hyphen_values = true)]
     kv_dtype: Option<String>,
     /// inference (weights, KV cache, prefill workspace) or training (AdamW, mixed precision).
     #[arg(
@@ -84,7 +113,7 @@ pub fn run(args: Args) -> Result<()> {
         other => {
             return Err(Error::usage(format!(
                 "--mode must be inference or training, got '{}'",
-                lab::text::one_line(other)
+                lab::text::excerpt(other)
             )))
         }
     };
@@ -92,11 +121,7 @@ pub fn run(args: Args) -> Result<()> {
         return Err(Error::usage("--checkpointing applies to --mode training"));
     }
     let weights = match (&args.weights_dtype, &args.bits) {
-        (Some(name), _) => WeightsFormat::Named(
-            plan::memory::normalize_dtype(name)
-                .map(str::to_string)
-                .unwrap_or_else(|| name.clone()),
-        ),
+        (Some(name), _) => WeightsFormat::Named(name.clone()),
         (None, Some(bits)) => WeightsFormat::Bits(parse_bits(bits)?),
         (None, None) => WeightsFormat::Stored,
     };
@@ -125,7 +150,8 @@ pub fn run(args: Args) -> Result<()> {
     lab::stdout::lines(&render(&p, catalog.describe()))
 }
 
-/// `--bits`: a decimal from 1 to 64 with at most 4 decimals, e.g. `4.5`.
+/// `--bits`: a decimal from 1 to 64 with at most 4 decimals, e.g. `4.5`; returned normalized
+/// (`01` is 1, `64.0000` is 64, `4.50` is 4.5), as the plan then shows it.
 fn parse_bits(text: &str) -> Result<Decimal> {
     let ok_shape = !text.is_empty()
         && text.len() <= 12
@@ -136,11 +162,12 @@ fn parse_bits(text: &str) -> Result<Decimal> {
     let value = ok_shape
         .then(|| text.parse::<Decimal>().ok())
         .flatten()
-        .filter(|v| *v >= Decimal::ONE && *v <= Decimal::from(64) && v.scale() <= 4);
+        .filter(|v| *v >= Decimal::ONE && *v <= Decimal::from(64) && v.scale() <= 4)
+        .map(|v| v.normalize());
     value.ok_or_else(|| {
         Error::usage(format!(
             "--bits must be a decimal number of bits per weight from 1 to 64 with at most 4 decimals (e.g. 4.5), got '{}'",
-            lab::text::one_line(text)
+            lab::text::excerpt(text)
         ))
     })
 }

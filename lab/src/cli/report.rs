@@ -73,7 +73,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(svg) = &args.svg {
         if !args.json {
-            eprintln!("chart written to {}", svg.display());
+            crate::errln!("chart written to {}", svg.display());
         }
     }
     Ok(())

@@ -149,7 +149,7 @@ pub fn run(args: Args) -> Result<()> {
 
     // One handler per process; a failure to install it only loses the clean stop.
     if let Err(e) = ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst)) {
-        eprintln!("lab: warning: Ctrl-C will not stop the sweep cleanly: {e}");
+        crate::errln!("lab: warning: Ctrl-C will not stop the sweep cleanly: {e}");
     }
 
     let mut runner = WorkerRunner {
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> Result<()> {
                 let line = format!("  step {}: {last}", point.step);
                 // Without a terminal the bar is hidden (and so are its printed lines): log plainly.
                 if progress.is_hidden() {
-                    eprintln!("{line}");
+                    crate::errln!("{line}");
                 } else {
                     progress.println(line);
                 }

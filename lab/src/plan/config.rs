@@ -157,7 +157,7 @@ pub fn parse(text: &str) -> Result<Architecture> {
     if !SUPPORTED.contains(&model_type.as_str()) {
         return Err(Error::usage(format!(
             "unknown model_type \"{}\": lab plan knows {} (it does not guess the layout of other architectures)",
-            crate::text::one_line(&model_type),
+            crate::text::excerpt(&model_type),
             SUPPORTED.join(", ")
         )));
     }
@@ -366,7 +366,8 @@ fn layer_attention(f: &Fields, family: &str, layers: u64) -> Result<Vec<LayerAtt
                     "config.json: layer_types has sliding_attention but no sliding_window",
                 )),
                 _ => Err(Error::usage(format!(
-                    "config.json: unknown layer type {t} in layer_types (known: full_attention, sliding_attention)"
+                    "config.json: unknown layer type {} in layer_types (known: full_attention, sliding_attention)",
+                    crate::text::excerpt(&t.to_string())
                 ))),
             })
             .collect();
@@ -473,19 +474,15 @@ impl Fields<'_> {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(Error::usage(format!(
                 "config.json: \"{key}\" must be true or false, found {}",
-                crate::text::one_line(&other.to_string())
+                crate::text::excerpt(&other.to_string())
             ))),
         }
     }
 
     fn bad(&self, key: &str, found: &str) -> Error {
-        let mut shown: String = found.chars().take(40).collect();
-        if found.chars().count() > 40 {
-            shown.push_str("...");
-        }
         Error::usage(format!(
             "config.json: \"{key}\" must be a whole number from 1 to 2^40, found {}",
-            crate::text::one_line(&shown)
+            crate::text::excerpt(found)
         ))
     }
 }

@@ -58,7 +58,7 @@ pub fn load(path: Option<&Path>, catalog: &Catalog) -> Result<Vec<GpuMemory>> {
             if !meta.is_file() {
                 return Err(Error::usage(format!("{shown}: not a regular file")));
             }
-            let text = super::safetensors::read_text(path, MAX_BYTES)?;
+            let text = super::safetensors::read_text(path, MAX_BYTES, "GPU memory file")?;
             parse(&text, catalog).map_err(|e| Error::usage(format!("{shown}: {e}")))
         }
     }
@@ -90,7 +90,7 @@ pub fn parse(text: &str, catalog: &Catalog) -> std::result::Result<Vec<GpuMemory
                 return Err(bad(format!(
                     "the header must be {}, found '{}'",
                     HEADER.join(","),
-                    crate::text::one_line(raw)
+                    crate::text::excerpt(raw)
                 )));
             }
             header_seen = true;
@@ -103,7 +103,7 @@ pub fn parse(text: &str, catalog: &Catalog) -> std::result::Result<Vec<GpuMemory
         if !catalog.gpu_ids().contains(&gpu) {
             return Err(bad(format!(
                 "unknown GPU '{}'; the catalog's ids are {}",
-                crate::text::one_line(gpu),
+                crate::text::excerpt(gpu),
                 catalog.gpu_ids().join(", ")
             )));
         }
@@ -118,13 +118,13 @@ pub fn parse(text: &str, catalog: &Catalog) -> std::result::Result<Vec<GpuMemory
                 bad(format!(
                     "memory_bytes must be a whole number of bytes from 1 to {}, found '{}'",
                     i64::MAX,
-                    crate::text::one_line(fields[1])
+                    crate::text::excerpt(fields[1])
                 ))
             })?;
         if !matches!(fields[2], "measured" | "datasheet") {
             return Err(bad(format!(
                 "source must be measured or datasheet, found '{}'",
-                crate::text::one_line(fields[2])
+                crate::text::excerpt(fields[2])
             )));
         }
         if fields[3].trim().is_empty() {
@@ -217,6 +217,14 @@ mod tests {
             let e = parse(&text, &catalog).unwrap_err();
             assert!(e.contains(needle), "{needle}: {e}");
         }
+        // A long value is quoted cut, so the line stays short.
+        let long = "x".repeat(100_000);
+        let e = parse(&good.replacen("t4,", &format!("{long},"), 1), &catalog).unwrap_err();
+        assert!(
+            e.contains(&format!("unknown GPU '{}…'", &long[..64])),
+            "{e}"
+        );
+        assert!(e.len() < 400, "{e}");
         let crlf = format!("\u{feff}{}", good.replace('\n', "\r\n"));
         assert_eq!(parse(&crlf, &catalog).unwrap().len(), 15);
     }

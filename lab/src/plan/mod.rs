@@ -13,6 +13,7 @@
 pub mod allocator;
 pub mod config;
 pub mod gpu_memory;
+pub mod json;
 pub mod layout;
 pub mod memory;
 pub mod packages;
@@ -198,13 +199,15 @@ pub struct ArchitectureSummary {
 /// Reads the model at `request.model`: its config and, in a folder, its safetensors headers.
 ///
 /// # Errors
-/// [`Error::Usage`] for a missing `config.json`, an unknown architecture, malformed headers
-/// or index; [`Error::Runtime`] for unreadable files.
+/// [`Error::Usage`] for a folder without `config.json`, a model file that is not a regular
+/// file, an unknown architecture, a key given twice, malformed headers or index;
+/// [`Error::Runtime`] for a path that is missing or cannot be read (a dangling symbolic link
+/// included), as for every file `lab` reads (`docs/PROTOCOL.md §8`).
 pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safetensors::Summary>)> {
     let shown = crate::text::one_line(&path.display().to_string());
     let meta = std::fs::metadata(path).map_err(|e| {
-        Error::usage(format!(
-            "--model {shown}: {e}; give a model folder or its config.json"
+        Error::runtime(format!(
+            "cannot read --model {shown}: {e}; give a model folder or its config.json"
         ))
     })?;
     let (config_path, folder) = if meta.is_dir() {
@@ -212,20 +215,23 @@ pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safet
     } else {
         (path.to_path_buf(), None)
     };
-    if folder.is_some() && !config_path.is_file() {
+    // A config.json that is there but not a file (a folder, a FIFO, a dangling link) is
+    // reported as such by read_text, not as missing.
+    if folder.is_some() && !safetensors::present(&config_path)? {
         return Err(Error::usage(format!(
             "--model {shown}: the folder has no config.json (a Hugging Face model folder holds one)"
         )));
     }
-    let text = safetensors::read_text(&config_path, config::MAX_CONFIG_BYTES)?;
-    let arch = config::parse(&text).map_err(|e| {
-        Error::usage(format!(
-            "{}: {e}",
-            crate::text::one_line(&config_path.display().to_string())
-        ))
-    })?;
-    let value: serde_json::Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| Error::usage(format!("config.json: {e}")))?;
+    let config_shown = crate::text::one_line(&config_path.display().to_string());
+    let text = safetensors::read_text(&config_path, config::MAX_CONFIG_BYTES, "model config")?;
+    // Keys given twice are refused before the config is read (it would keep the last one).
+    let value = match json::parse(json::strip_bom(text.as_bytes())) {
+        Ok(value) => Some(value),
+        Err(json::Problem::Invalid(_)) => None,
+        Err(duplicate) => return Err(Error::usage(duplicate.message(&config_shown))),
+    };
+    let arch = config::parse(&text).map_err(|e| config_error(&config_shown, &e))?;
+    let value = value.unwrap_or_default();
     let scope = value
         .get("text_config")
         .filter(|_| arch.model_type == "gemma3")
@@ -240,6 +246,23 @@ pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safet
         None => None,
     };
     Ok((arch, attention_bias, mlp_bias, summary))
+}
+
+/// A [`config::parse`] error with the config file's path named once: its messages start with
+/// `config.json` (replaced by the path) or with the problem (the path put before it).
+fn config_error(config_shown: &str, error: &Error) -> Error {
+    let message = error.to_string();
+    let message = match message
+        .strip_prefix("config.json")
+        .filter(|rest| rest.starts_with([':', ' ']))
+    {
+        Some(rest) => format!("{config_shown}{rest}"),
+        None => format!("{config_shown}: {message}"),
+    };
+    match error {
+        Error::Usage(_) => Error::usage(message),
+        Error::Runtime(_) | Error::OutOfMemory(_) => Error::runtime(message),
+    }
 }
 
 /// Builds the plan for `request` against `catalog` and `gpu_memory`.

@@ -10,8 +10,10 @@
 //! Checks (each failure is one line, exit 2): the header length fits the file and
 //! [`MAX_HEADER_BYTES`]; the JSON is an object of well-formed entries; the dtype is known;
 //! `end - begin` equals the elements times the dtype's width; every range lies inside the
-//! data; no two ranges overlap. Shard names must be plain file names next to the index, and
-//! each must exist; a tensor named in two shards is refused.
+//! data; no two ranges overlap; no key is given twice ([`super::json`]). Shard names must be
+//! plain file names next to the index, and each must exist; a tensor named in two shards is
+//! refused. A model file that is present but cannot be read (a dangling symbolic link, a
+//! link loop, no permission) is exit 1, never skipped.
 
 use crate::{Error, Result};
 use serde_json::Value;
@@ -91,22 +93,43 @@ impl Summary {
 }
 
 /// Reads the safetensors header(s) of the model folder `folder`, if any: the index and its
-/// shards when `model.safetensors.index.json` exists, else `model.safetensors`, else `None`.
+/// shards when `model.safetensors.index.json` is there, else `model.safetensors`, else
+/// `None`. A name counts as there when the folder has an entry for it, so that a symbolic
+/// link whose target is missing (an interrupted Hugging Face download) is reported, not
+/// skipped.
 ///
 /// # Errors
 /// [`Error::Usage`] for any malformed header or index (see the module documentation);
-/// [`Error::Runtime`] for a file that exists but cannot be read.
+/// [`Error::Runtime`] for a file that is there but cannot be read.
 pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
     let index = folder.join("model.safetensors.index.json");
-    if index.exists() {
+    if present(&index)? {
         return read_index(&index).map(Some);
     }
     let single = folder.join("model.safetensors");
-    if single.exists() {
+    if present(&single)? {
         let (summary, _) = read_file(&single)?;
         return Ok(Some(summary));
     }
     Ok(None)
+}
+
+/// Whether the folder holding `path` has an entry of that name, whatever it is (a dangling
+/// symbolic link or a link loop included, which `Path::exists` calls absent). A name too long
+/// for the file system cannot be there.
+///
+/// # Errors
+/// [`Error::Runtime`] when the folder cannot be searched (no permission).
+pub fn present(path: &Path) -> Result<bool> {
+    use std::io::ErrorKind::{InvalidFilename, NotFound};
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.kind(), NotFound | InvalidFilename) => Ok(false),
+        Err(e) => Err(Error::runtime(format!(
+            "cannot read {}: {e}",
+            crate::text::one_line(&path.display().to_string())
+        ))),
+    }
 }
 
 /// Reads an index and the header of every shard it names.
@@ -116,9 +139,9 @@ pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
 /// in the index but absent from its shard, and a tensor found in two shards.
 pub fn read_index(index: &Path) -> Result<Summary> {
     let shown = crate::text::one_line(&index.display().to_string());
-    let bytes = read_bounded(index, MAX_INDEX_BYTES)?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::usage(format!("{shown}: not valid JSON: {e}")))?;
+    let bytes = read_bounded(index, MAX_INDEX_BYTES, "model index")?;
+    let value = super::json::parse(super::json::strip_bom(&bytes))
+        .map_err(|e| Error::usage(e.message(&shown)))?;
     let Some(Value::Object(map)) = value.get("weight_map") else {
         return Err(Error::usage(format!(
             "{shown}: no \"weight_map\" object (tensor name -> shard file)"
@@ -129,13 +152,13 @@ pub fn read_index(index: &Path) -> Result<Summary> {
         let Some(file) = file.as_str() else {
             return Err(Error::usage(format!(
                 "{shown}: weight_map entry \"{}\" is not a file name",
-                crate::text::one_line(tensor)
+                crate::text::excerpt(tensor)
             )));
         };
         if file.is_empty() || file.contains(['/', '\\']) || file == ".." || file == "." {
             return Err(Error::usage(format!(
                 "{shown}: shard \"{}\" is not a plain file name next to the index",
-                crate::text::one_line(file)
+                crate::text::excerpt(file)
             )));
         }
         shards.entry(file).or_default().insert(tensor);
@@ -148,10 +171,12 @@ pub fn read_index(index: &Path) -> Result<Summary> {
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     for (file, listed) in shards {
         let path = folder.join(file);
-        if !path.is_file() {
+        // A directory, a FIFO or a dangling link of that name is there: read_file says what
+        // is wrong with it.
+        if !present(&path)? {
             return Err(Error::usage(format!(
                 "{shown} names shard \"{}\", which is not in {}",
-                crate::text::one_line(file),
+                crate::text::excerpt(file),
                 crate::text::one_line(&folder.display().to_string())
             )));
         }
@@ -160,8 +185,8 @@ pub fn read_index(index: &Path) -> Result<Summary> {
             if !names.contains(*tensor) {
                 return Err(Error::usage(format!(
                     "{shown} puts tensor \"{}\" in {}, whose header does not have it",
-                    crate::text::one_line(tensor),
-                    crate::text::one_line(file)
+                    crate::text::excerpt(tensor),
+                    crate::text::excerpt(file)
                 )));
             }
         }
@@ -169,9 +194,9 @@ pub fn read_index(index: &Path) -> Result<Summary> {
             if let Some(first) = seen.insert(name.clone(), file.to_string()) {
                 return Err(Error::usage(format!(
                     "tensor \"{}\" is in two shards: {} and {}",
-                    crate::text::one_line(&name),
-                    crate::text::one_line(&first),
-                    crate::text::one_line(file)
+                    crate::text::excerpt(&name),
+                    crate::text::excerpt(&first),
+                    crate::text::excerpt(file)
                 )));
             }
         }
@@ -183,10 +208,19 @@ pub fn read_index(index: &Path) -> Result<Summary> {
 /// Refuses a path that is not a regular file (a FIFO would block `open`, a device never ends).
 ///
 /// # Errors
-/// [`Error::Usage`] (exit 2) naming the path; [`Error::Runtime`] when it cannot be inspected.
+/// [`Error::Usage`] (exit 2) naming the path; [`Error::Runtime`] when it cannot be inspected,
+/// saying so when it is a symbolic link whose target cannot be reached (missing, a loop).
 fn regular_file(path: &Path, shown: &str) -> Result<()> {
-    let meta =
-        std::fs::metadata(path).map_err(|e| Error::runtime(format!("cannot read {shown}: {e}")))?;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        if link {
+            Error::runtime(format!(
+                "cannot read {shown}: a symbolic link whose target cannot be read: {e}"
+            ))
+        } else {
+            Error::runtime(format!("cannot read {shown}: {e}"))
+        }
+    })?;
     if meta.is_file() {
         Ok(())
     } else {
@@ -252,34 +286,6 @@ pub fn check_length(n: u64, file_len: u64) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// The header's top-level object as read, every key kept in order (duplicates included).
-struct Entries(Vec<(String, Value)>);
-
-impl<'de> serde::Deserialize<'de> for Entries {
-    fn deserialize<D: serde::Deserializer<'de>>(
-        deserializer: D,
-    ) -> std::result::Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Entries;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> std::result::Result<Entries, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = map.next_entry::<String, Value>()? {
-                    entries.push(entry);
-                }
-                Ok(Entries(entries))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
-}
-
 /// Parses header bytes (the JSON after the 8-byte length) for a data section of
 /// `data_len` bytes.
 ///
@@ -289,25 +295,21 @@ pub fn parse_header(
     header: &[u8],
     data_len: u64,
 ) -> std::result::Result<(Summary, BTreeSet<String>), String> {
-    let entries: Entries = serde_json::from_slice(header).map_err(|e| {
-        if e.is_data() {
-            "safetensors header is not a JSON object".to_string()
-        } else {
-            format!("safetensors header is not valid JSON: {e}")
-        }
-    })?;
     // JSON readers keep the last of two equal keys; a header naming a tensor twice is
-    // ambiguous, so it is refused rather than silently read one way.
-    let mut map = serde_json::Map::new();
-    for (name, entry) in entries.0 {
-        if map.contains_key(&name) {
-            return Err(format!(
-                "tensor \"{}\" is listed twice in the safetensors header",
-                crate::text::one_line(&name)
-            ));
+    // ambiguous, so it is refused rather than silently read one way (super::json).
+    let value = super::json::parse(header).map_err(|e| match e {
+        super::json::Problem::Duplicate { key, parent: None } => format!(
+            "tensor \"{}\" is listed twice in the safetensors header",
+            crate::text::excerpt(&key)
+        ),
+        nested @ super::json::Problem::Duplicate { .. } => {
+            format!("{} in the safetensors header", nested.describe())
         }
-        map.insert(name, entry);
-    }
+        invalid => format!("safetensors header is {}", invalid.describe()),
+    })?;
+    let Value::Object(map) = value else {
+        return Err("safetensors header is not a JSON object".to_string());
+    };
     let mut summary = Summary::default();
     let mut names = BTreeSet::new();
     let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
@@ -321,7 +323,7 @@ pub fn parse_header(
             }
             continue;
         }
-        let shown = crate::text::one_line(name);
+        let shown = crate::text::excerpt(name);
         let bad = |what: &str| format!("tensor \"{shown}\": {what}");
         let Some(entry) = entry.as_object() else {
             return Err(bad("entry is not an object"));
@@ -333,7 +335,7 @@ pub fn parse_header(
         let bits = dtype_bits(dtype).ok_or_else(|| {
             bad(&format!(
                 "unknown dtype \"{}\"",
-                crate::text::one_line(dtype)
+                crate::text::excerpt(dtype)
             ))
         })?;
         let shape = entry
@@ -391,16 +393,17 @@ pub fn parse_header(
         if begin_b < end_a {
             return Err(format!(
                 "tensors \"{}\" and \"{}\" overlap in the data (corrupt header)",
-                crate::text::one_line(a),
-                crate::text::one_line(b)
+                crate::text::excerpt(a),
+                crate::text::excerpt(b)
             ));
         }
     }
     Ok((summary, names))
 }
 
-/// Reads a whole small file, refusing one over `limit` bytes.
-fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
+/// Reads a whole small file, refusing one over `limit` bytes; `what` names the file in that
+/// refusal ("model index", "model config"...).
+fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
     regular_file(path, &shown)?;
@@ -411,18 +414,20 @@ fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>> {
         .map_err(cannot)?;
     if bytes.len() as u64 > limit {
         return Err(Error::usage(format!(
-            "{shown}: larger than {limit} bytes; not a model index"
+            "{shown}: larger than {limit} bytes; too large for a {what}"
         )));
     }
     Ok(bytes)
 }
 
-/// Reads `config.json`-sized text files (bounded); used by the plan for `config.json`.
+/// Reads `config.json`-sized text files (bounded); used by the plan for `config.json` and the
+/// GPU memory file. `what` names the file when it is too large ("model config"...).
 ///
 /// # Errors
-/// [`Error::Usage`] for a file over `limit` or not UTF-8; [`Error::Runtime`] when unreadable.
-pub fn read_text(path: &Path, limit: u64) -> Result<String> {
-    let bytes = read_bounded(path, limit)?;
+/// [`Error::Usage`] for a file over `limit`, not a regular file, or not UTF-8;
+/// [`Error::Runtime`] when unreadable.
+pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String> {
+    let bytes = read_bounded(path, limit, what)?;
     String::from_utf8(bytes).map_err(|_| {
         Error::usage(format!(
             "{}: not UTF-8 text",

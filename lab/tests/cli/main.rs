@@ -12,6 +12,7 @@ mod price;
 mod process;
 mod record;
 mod report;
+mod stderr;
 mod stdout;
 mod support;
 mod sweep;

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 /// Arguments of a successful run of `name` (a subcommand, or `--help`/`--version`), with
 /// every file it writes placed in the fresh folder `dir`.
-fn invocation(name: &str, dir: &Path) -> Vec<String> {
+pub fn invocation(name: &str, dir: &Path) -> Vec<String> {
     let path = |p: &Path| p.display().to_string();
     let worker = || path(&fake_worker(dir, "worker", "", &fake_measurement(), 0));
     let small = ["--batch", "1", "--context", "16", "--repeats", "2"];
@@ -92,7 +92,7 @@ fn invocation(name: &str, dir: &Path) -> Vec<String> {
 }
 
 /// `--help`, `--version`, every subcommand, and every subcommand's `--help`.
-fn names() -> Vec<String> {
+pub fn names() -> Vec<String> {
     let mut names = vec!["--help".to_owned(), "--version".to_owned()];
     names.extend(
         lab::cli::command()
