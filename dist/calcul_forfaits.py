@@ -115,7 +115,11 @@ class PriceError(Exception):
 def print_error(message):
     """Prints ``calcul_forfaits.py: error: MESSAGE`` on stderr as one line: every message of
     this script goes through here, control characters escaped (see ``one_line``)."""
-    print(f"calcul_forfaits.py: error: {one_line(message)}", file=sys.stderr)
+    # A standard error that cannot be written (2>/dev/full) must not change the exit code.
+    try:
+        print(f"calcul_forfaits.py: error: {one_line(message)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def durations_list():

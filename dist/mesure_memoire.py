@@ -1012,7 +1012,11 @@ def write_stdout(text):
 def print_error(message):
     """Prints ``mesure_memoire.py: error: MESSAGE`` on stderr as one line: every message of
     this script goes through here, control characters escaped (see ``one_line``)."""
-    print(f"mesure_memoire.py: error: {one_line(message)}", file=sys.stderr)
+    # A standard error that cannot be written (2>/dev/full) must not change the exit code.
+    try:
+        print(f"mesure_memoire.py: error: {one_line(message)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 class _Parser(argparse.ArgumentParser):

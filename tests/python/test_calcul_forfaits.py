@@ -177,6 +177,14 @@ class Output(unittest.TestCase):
             self.assertIn("cannot write to standard output", done.stderr)
             self.assertNotIn("Traceback", done.stderr)
 
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_full_stderr_keeps_the_exit_code(self):
+        for args, code in (((*self.ARGS, "--bogus"), 2), (("--gpu", "nope", "--days", "7", "--lots", "1"), 2),
+                           (("--tariffs", "/nonexistent/t.csv", *self.ARGS), 1)):
+            with open("/dev/full", "w") as full:
+                done = subprocess.run([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE, stderr=full, check=False)
+            self.assertEqual(done.returncode, code, args)
+
     def test_closed_pipe_is_not_an_error(self):
         for args in (self.ARGS, ("--help",)):
             read_end, write_end = os.pipe()

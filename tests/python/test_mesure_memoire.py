@@ -199,6 +199,13 @@ class Estimate(unittest.TestCase):
             self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
             self.assertIn("cannot write to standard output", done.stderr)
 
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_full_stderr_keeps_the_exit_code(self):
+        for args in (("estimate", "--parameters", "x", "--bits", "16"), ("estimate", "--bogus"), ("nothing",)):
+            with open("/dev/full", "w") as full:
+                done = subprocess.run([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE, stderr=full, check=False)
+            self.assertEqual(done.returncode, 2, args)
+
     def test_closed_pipe_is_not_an_error(self):
         for args in (("estimate", "--parameters", "7", "--bits", "16"), ("--help",)):
             read_end, write_end = os.pipe()
