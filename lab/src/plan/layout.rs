@@ -73,36 +73,29 @@ pub fn for_each(
         emit(Role::Vision, &[vh]);
         emit(Role::Vision, &[patches, vh]);
         emit(Role::Buffer(8), &[patches]);
+        // Every Linear has a bias and every LayerNorm a bias: each is a pair of tensors.
+        let mut pair = |dims: &[u64]| {
+            emit(Role::Vision, dims);
+            emit(Role::Vision, &dims[..1]);
+        };
         for _ in 0..vt.layers {
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vh]);
+            pair(&[vh]);
             for _ in 0..4 {
-                // k, v, q and the output projection, each with its bias.
-                emit(Role::Vision, &[vh, vh]);
-                emit(Role::Vision, &[vh]);
+                pair(&[vh, vh]); // k, v, q, then the output projection
             }
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vi, vh]);
-            emit(Role::Vision, &[vi]);
-            emit(Role::Vision, &[vh, vi]);
-            emit(Role::Vision, &[vh]);
+            pair(&[vh]);
+            pair(&[vi, vh]);
+            pair(&[vh, vi]);
         }
-        emit(Role::Vision, &[vh]);
-        emit(Role::Vision, &[vh]);
+        pair(&[vh]);
         if vt.head {
             // The pooling head: attention's output projection (a child module) before its
-            // packed q/k/v, then the LayerNorm, the MLP, and the head's own probe last.
-            emit(Role::Vision, &[vh, vh]);
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vh.saturating_mul(3), vh]);
-            emit(Role::Vision, &[vh.saturating_mul(3)]);
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vh]);
-            emit(Role::Vision, &[vi, vh]);
-            emit(Role::Vision, &[vi]);
-            emit(Role::Vision, &[vh, vi]);
-            emit(Role::Vision, &[vh]);
+            // packed q/k/v, then the LayerNorm and the MLP; the head's own probe comes last.
+            pair(&[vh, vh]);
+            pair(&[vh.saturating_mul(3), vh]);
+            pair(&[vh]);
+            pair(&[vi, vh]);
+            pair(&[vh, vi]);
             emit(Role::Vision, &[vh]);
         }
         emit(Role::Vision, &[vh]);
