@@ -583,6 +583,8 @@ def write_stdout(text):
     A closed pipe (``| head -c1``) is not an error: the reader has what it wanted. Any other
     write failure (``> /dev/full``) raises PriceError with exit code 1.
     """
+    if sys.stdout is None:
+        return  # started with standard output closed (>&-): nobody reads, as for a closed pipe
     try:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -622,6 +624,11 @@ class _Parser(argparse.ArgumentParser):
                     glued.append(f"{token}={self._arguments[i + 1]}")
                     i += 2
                     continue
+            if token == "--" and self._subparsers is None:
+                # The end of the options, as in lab; these commands take no other argument.
+                if i + 1 < len(self._arguments):
+                    self.error(f"unexpected argument '{one_line(self._arguments[i + 1])}' found")
+                break
             glued.append(token)
             i += 1
         return super().parse_known_args(glued, namespace)
@@ -661,6 +668,9 @@ class _Once(argparse.Action):
             parser.error(f"the argument '{option_string}' cannot be used multiple times")
         seen.add(self.dest)
         namespace._seen = seen
+        # argparse drops a "--" it finds among a flag's values, leaving []: the value was "--".
+        if values == [] and self.nargs is None:
+            values = "--"
         setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 

@@ -590,6 +590,10 @@ def synthetic_model_info(batch, context, width, dtype):
 def check_new_output(path):
     """Refuses (KitError, exit 2) an output path that exists or whose folder does not."""
     path = os.fspath(path)
+    if path == "":
+        raise KitError("a value is required for '--output <FILE>' but none was supplied")
+    if path.endswith(("/", os.sep)):
+        raise KitError(f"{path} ends with '/', which names a folder: give the new file's name")
     if os.path.lexists(path):
         raise KitError(f"{path} already exists: choose a new file name (results are never overwritten)")
     folder = os.path.dirname(os.path.abspath(path))
@@ -999,6 +1003,8 @@ def write_stdout(text):
     A closed pipe (``| head -c1``) is not an error: the reader has what it wanted. Any other
     write failure (``> /dev/full``) raises KitError with exit code 1.
     """
+    if sys.stdout is None:
+        return  # started with standard output closed (>&-): nobody reads, as for a closed pipe
     try:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -1048,6 +1054,11 @@ class _Parser(argparse.ArgumentParser):
                     glued.append(f"{token}={self._arguments[i + 1]}")
                     i += 2
                     continue
+            if token == "--" and self._subparsers is None:
+                # The end of the options, as in lab; these commands take no other argument.
+                if i + 1 < len(self._arguments):
+                    self.error(f"unexpected argument '{one_line(self._arguments[i + 1])}' found")
+                break
             glued.append(token)
             i += 1
         return super().parse_known_args(glued, namespace)
@@ -1087,6 +1098,9 @@ class _Once(argparse.Action):
             parser.error(f"the argument '{option_string}' cannot be used multiple times")
         seen.add(self.dest)
         namespace._seen = seen
+        # argparse drops a "--" it finds among a flag's values, leaving []: the value was "--".
+        if values == [] and self.nargs is None:
+            values = "--"
         setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 

@@ -21,6 +21,14 @@ use std::path::{Path, PathBuf};
 /// # Errors
 /// [`Error::Usage`] (exit 2) saying which, and what to do; the path is left untouched.
 pub fn check_new(path: &Path) -> Result<()> {
+    // "new.json/" can never be written as a file (and "exists.json/" hides an existing one
+    // from the existence check): refused like the Python twin does.
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(Error::usage(format!(
+            "{} ends with '/', which names a folder: give the new file's name",
+            path.display()
+        )));
+    }
     if path.symlink_metadata().is_ok() {
         return Err(Error::usage(format!(
             "{} already exists: choose a new file name (results are never overwritten)",
@@ -34,6 +42,16 @@ pub fn check_new(path: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// [`check_new`] for a folder to be created: a trailing `/` is natural there (`runs/`).
+///
+/// # Errors
+/// As [`check_new`].
+pub fn check_new_folder(path: &Path) -> Result<()> {
+    // Rebuilt from its components, the path loses its trailing slashes.
+    let trimmed: PathBuf = path.components().collect();
+    check_new(&trimmed)
 }
 
 /// Writes `bytes` to the new file `path`, atomically (see the module documentation).

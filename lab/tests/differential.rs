@@ -1484,7 +1484,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
             let values: &[Option<&str>] = if *flag == "--output" || *sub == "environment" {
                 &[None]
             } else {
-                &[Some("-x"), Some("-inf"), None]
+                &[Some("-x"), Some("-inf"), Some("--"), None]
             };
             for value in values.iter().copied() {
                 // The flag under test goes last, so that "no value" is the end of the line.
@@ -1507,6 +1507,36 @@ fn hyphen_and_missing_values_are_refused_alike() {
                 assert_same_message(&lab, script, &python);
             }
         }
+        // A bare "--" ends the options: nothing may follow it.
+        let mut args: Vec<String> = pairs
+            .iter()
+            .flat_map(|(f, v)| [f.to_string(), v.to_string()])
+            .collect();
+        args.extend(strings(&["--", "stray"]));
+        let python = if *sub == "price" {
+            args.clone()
+        } else {
+            [vec![sub.to_string()], args.clone()].concat()
+        };
+        assert_same_message(&[vec![sub.to_string()], args].concat(), script, &python);
+    }
+    // An output path that is empty or names a folder is refused before anything runs.
+    let folder = dir.path().join("m.json/").to_string_lossy().into_owned();
+    for output in ["", folder.as_str()] {
+        let args = strings(&[
+            "measure",
+            "--device",
+            "cuda:0",
+            "--batch",
+            "1",
+            "--context",
+            "1",
+            "--width",
+            "1",
+            "--output",
+            output,
+        ]);
+        assert_same_message(&args, "mesure_memoire.py", &args);
     }
 }
 

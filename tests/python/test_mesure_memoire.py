@@ -199,6 +199,16 @@ class Estimate(unittest.TestCase):
             self.assertEqual(len(done.stderr.splitlines()), 1, done.stderr)
             self.assertIn("cannot write to standard output", done.stderr)
 
+    def test_stdout_closed_from_the_start_is_quiet(self):
+        # `>&-`: Python starts with sys.stdout None; like lab, nothing to say and exit 0.
+        done = subprocess.run(
+            [sys.executable, SCRIPT, "estimate", "--parameters", "7", "--bits", "16"],
+            stdout=None, stderr=subprocess.PIPE, text=True, check=False, close_fds=True,
+            preexec_fn=lambda: os.close(1),
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stderr, "")
+
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_full_stderr_keeps_the_exit_code(self):
         for args in (("estimate", "--parameters", "x", "--bits", "16"), ("estimate", "--bogus"), ("nothing",)):

@@ -173,7 +173,7 @@ fn measure_several(
     folder: &Path,
     worker_path: Option<&Path>,
 ) -> lab::Result<()> {
-    lab::output::check_new(folder)?;
+    lab::output::check_new_folder(folder)?;
     let path = worker::locate(worker_path).map_err(|u| Error::usage(u.message()))?;
     let indices = devices.resolve(device_count(&path)?)?;
     let results = fleet::run_each(&indices, |index| {

@@ -254,8 +254,16 @@ fn usage_error(error: clap::Error) -> ExitCode {
         return code;
     }
     if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        // `lab` alone: the help, on stderr, as a usage error. Nothing more to say if it fails.
-        let _ = error.print();
+        // `lab` alone: a usage error, one line like every other (PROTOCOL §8).
+        let names: Vec<String> = command()
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name().to_string())
+            .collect();
+        lab::stderr::line(&format!(
+            "lab: error: a command is required: {} (see `lab --help`)",
+            names.join(", ")
+        ));
         return ExitCode::from(2);
     }
     // clap quotes arguments as typed. Parse once more with every argument's control

@@ -206,12 +206,18 @@ fn every_command_help_goes_through_the_same_path() {
     }
 }
 
-/// `lab` alone is a usage error: its help goes to stderr, exit 2, whatever stdout is.
+/// `lab` alone is a usage error: one line naming the commands, exit 2, whatever stdout is.
 #[test]
 fn lab_alone_is_a_usage_error_whatever_stdout_is() {
     for stdout in [closed_pipe(), full_disk()] {
         let output = run(&[], stdout);
         assert_eq!(output.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&output.stderr).contains("Usage: lab"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("lab: error: a command is required: estimate, environment,")
+                && stderr.contains(" plan,"),
+            "{stderr}"
+        );
     }
 }
