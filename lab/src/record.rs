@@ -409,8 +409,19 @@ fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
         }
     }
     check_outcome_and_accepted(input.outcome, input.accepted_results)?;
-    if input.run_id.is_some_and(|r| r.trim().is_empty()) {
-        return Err(Error::usage("--run-id must not be empty"));
+    // A flag given with an empty value says nothing: leave the flag out instead (notes may
+    // be empty; an absent quality field is an empty cell by design).
+    for (flag, value) in [
+        ("--run-id", input.run_id),
+        ("--quality-metric", input.quality_metric),
+        ("--threshold", input.threshold),
+        ("--observed", input.observed),
+    ] {
+        if value.is_some_and(|v| v.trim().is_empty()) {
+            return Err(Error::usage(format!(
+                "{flag} must not be empty (leave the flag out when there is nothing to record)"
+            )));
+        }
     }
     if let Some(date) = input.date_utc {
         check_date_utc(date)?;

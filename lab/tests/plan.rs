@@ -845,3 +845,35 @@ fn format_names_are_exact_and_bits_normalized() {
         );
     }
 }
+
+/// A quantized dtype written in config.json counts like the same `--weights-dtype` (matrices
+/// quantized, the rest in 16 bits); a dtype lab plan does not know is named in the refusal.
+#[test]
+fn configured_dtypes_count_like_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_llama(d, "");
+    let config = d.join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let flag = plan_json(&["--model", d.to_str().unwrap(), "--weights-dtype", "int4"]);
+    std::fs::write(&config, text.replace("\"float16\"", "\"int4\"")).unwrap();
+    let configured = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(
+        configured["memory"]["weights_bytes"],
+        flag["memory"]["weights_bytes"]
+    );
+    for dtype in ["auto", "float64"] {
+        std::fs::write(
+            &config,
+            text.replace("\"float16\"", &format!("\"{dtype}\"")),
+        )
+        .unwrap();
+        let line = refused(
+            d,
+            &[],
+            2,
+            &format!("config.json's dtype \"{dtype}\" is not a weights format"),
+        );
+        assert!(line.contains("give --weights-dtype"), "{line}");
+    }
+}

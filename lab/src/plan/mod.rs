@@ -341,13 +341,23 @@ pub fn plan(
             (Some(s), None) => (s.data_bytes, "as stored".to_string(), 2),
             (None, Some(name)) => {
                 let bits = format_bits(name).ok_or_else(too_big)?;
-                let bytes = whole_bytes(parameters, bits).ok_or_else(too_big)?;
-                (bytes, format!("{name} (as configured)"), element_bytes(name))
+                if matches!(name, "fp32" | "bf16" | "fp16") {
+                    let bytes = whole_bytes(parameters, bits).ok_or_else(too_big)?;
+                    (bytes, format!("{name} (as configured)"), element_bytes(name))
+                } else {
+                    // A quantized dtype in the config: the same rule as --weights-dtype.
+                    let bytes = quantized(&counts, parameters, bits).ok_or_else(too_big)?;
+                    (bytes, format!("{name} (as configured, {bits} bits per matrix weight)"), 2)
+                }
             }
             (None, None) => {
-                return Err(Error::usage(
-                    "config.json states no dtype and there is no safetensors header: give --weights-dtype (bf16, fp16, fp32, fp8, int8, int4) or --bits",
-                ))
+                return Err(Error::usage(match &arch.dtype {
+                    Some(d) => format!(
+                        "config.json's dtype \"{}\" is not a weights format lab plan knows and there is no safetensors header: give --weights-dtype (fp32, bf16, fp16, fp8, int8, int4) or --bits",
+                        crate::text::excerpt(d)
+                    ),
+                    None => "config.json states no dtype and there is no safetensors header: give --weights-dtype (fp32, bf16, fp16, fp8, int8, int4) or --bits".to_string(),
+                }))
             }
         },
         WeightsFormat::Named(name) => {

@@ -277,6 +277,9 @@ fn bad_input_is_refused_before_writing() {
         (vec!["--date-utc", "yesterday"], "--date-utc"),
         (vec!["--notes", "two\nlines"], "--notes"),
         (vec!["--run-id", " "], "--run-id"),
+        (vec!["--quality-metric", ""], "--quality-metric must not be empty"),
+        (vec!["--threshold", " "], "--threshold must not be empty"),
+        (vec!["--observed", ""], "--observed must not be empty"),
         (
             vec!["--measurement", not_measurement.to_str().unwrap()],
             "not a measurement document",
