@@ -384,7 +384,7 @@ def catalog_info(rows, sha256):
 
 def describe_catalog(info, path):
     """One phrase for the text output saying where the prices come from (as ``lab`` says)."""
-    origin = f"catalog from {path}"
+    origin = "catalog" if path == "-" else f"catalog from {path}"  # "-": standard input
     if info["illustrative"]:
         return f"{origin}, illustrative prices (stand-ins for the {SNAPSHOT_DATE} snapshot)"
     if info["snapshot_date"] is not None:
@@ -429,7 +429,22 @@ def load_catalog(path=None):
 
 
 def _load_catalog(path, shown):
-    """``load_catalog`` for the file at ``path``, named ``shown`` in messages."""
+    """``load_catalog`` for the file at ``path``, named ``shown`` in messages; ``-`` is
+    standard input, as for lab."""
+    if path == "-":
+        try:
+            data = sys.stdin.buffer.read(MAX_CATALOG_BYTES + 1) if sys.stdin is not None else b""
+        except OSError as error:
+            raise PriceError(
+                f"cannot read the catalog from standard input: {error.strerror or error}", exit_code=1
+            ) from None
+        if len(data) > MAX_CATALOG_BYTES:
+            raise PriceError(f"the catalog on standard input is larger than {MAX_CATALOG_BYTES} bytes")
+        try:
+            rows, sha256 = parse_catalog(data)
+        except PriceError as error:
+            raise PriceError(f"catalog (standard input): {error}") from None
+        return rows, catalog_info(rows, sha256)
     try:
         info = os.stat(path)
     except OSError as error:
@@ -690,7 +705,7 @@ def build_parser():
         metavar="K",
         help="distinct useful results actually accepted (no default); gives the unit cost",
     )
-    parser.add_argument("--tariffs", action=_Once, metavar="FILE", help=f"catalog CSV (default: {CATALOG_NAME} beside this script)")
+    parser.add_argument("--tariffs", action=_Once, metavar="FILE", help=f"catalog CSV, - for standard input (default: {CATALOG_NAME} beside this script)")
     parser.add_argument("--json", action=_Once, nargs=0, default=False, help="print one JSON object")
     return parser
 

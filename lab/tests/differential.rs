@@ -1574,3 +1574,65 @@ fn oversized_measurements_are_refused_alike_and_first() {
         assert_same_message(&args, "mesure_memoire.py", &args);
     }
 }
+
+/// `--tariffs -` reads the catalog from standard input in both twins: the same output for the
+/// shipped catalog, the same refusal for an empty one.
+#[test]
+fn a_catalog_on_standard_input_is_read_alike() {
+    use std::io::Write as _;
+    let run = |program: &str, first: Option<String>, input: &[u8]| {
+        let mut command = std::process::Command::new(program);
+        command.args(first).args([
+            "--tariffs",
+            "-",
+            "--gpu",
+            "h200",
+            "--days",
+            "7",
+            "--lots",
+            "1",
+        ]);
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let lab = env!("CARGO_BIN_EXE_lab");
+    let shipped = std::fs::read(catalog()).unwrap();
+    let (l, p) = (
+        run(lab, Some("price".into()), &shipped),
+        run(&python(), Some(script("calcul_forfaits.py")), &shipped),
+    );
+    assert_eq!(
+        l.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&l.stderr)
+    );
+    assert_eq!(
+        p.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&p.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&l.stdout),
+        String::from_utf8_lossy(&p.stdout)
+    );
+    let (l, p) = (
+        run(lab, Some("price".into()), b""),
+        run(&python(), Some(script("calcul_forfaits.py")), b""),
+    );
+    assert_eq!((l.status.code(), p.status.code()), (Some(2), Some(2)));
+    let text = |o: &std::process::Output| {
+        let s = String::from_utf8_lossy(&o.stderr).into_owned();
+        s.split_once("error: ")
+            .map(|x| x.1.trim().to_string())
+            .unwrap_or(s)
+    };
+    assert_eq!(text(&l), text(&p));
+}
