@@ -442,25 +442,44 @@ fn first_point_out_of_memory_means_nothing_fitted() {
     assert!(out.join("summary.csv").is_file());
 }
 
-#[test]
-fn sigint_stops_cleanly_and_keeps_finished_points() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("sweep");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
-        .env("FAKE_DIR", dir.path())
+/// Starts `lab sweep` of width 64..4096 with the fake worker in `dir` (limit 100000), whose
+/// behaviour at one point is set by `fake_at` (`FAKE_SLOW_AT` or `FAKE_HANG_AT`); the output
+/// streams are piped when `capture`, else discarded.
+fn spawn_width_sweep(
+    dir: &std::path::Path,
+    out: &std::path::Path,
+    fake_at: (&str, &str),
+    capture: bool,
+) -> std::process::Child {
+    let stream = || {
+        if capture {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        }
+    };
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
+        .env("FAKE_DIR", dir)
         .env("FAKE_LIMIT", "100000")
-        .env("FAKE_SLOW_AT", "256")
+        .env(fake_at.0, fake_at.1)
         .args([
             "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "4096",
         ])
         .arg("--worker")
-        .arg(fake(dir.path()))
+        .arg(fake(dir))
         .arg("--output-dir")
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .arg(out)
+        .stdout(stream())
+        .stderr(stream())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn sigint_stops_cleanly_and_keeps_finished_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let child = spawn_width_sweep(dir.path(), &out, ("FAKE_SLOW_AT", "256"), true);
     let started = dir.path().join("slow-started");
     for _ in 0..200 {
         if started.exists() {
@@ -511,21 +530,7 @@ fn the_worker_never_outlives_lab_sweep() {
     // worker must end too (parent-death signal), as under `lab measure`.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("lab"))
-        .env("FAKE_DIR", dir.path())
-        .env("FAKE_LIMIT", "100000")
-        .env("FAKE_HANG_AT", "128")
-        .args([
-            "sweep", "--device", "cuda:0", "--vary", "width", "--from", "64", "--to", "4096",
-        ])
-        .arg("--worker")
-        .arg(fake(dir.path()))
-        .arg("--output-dir")
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_width_sweep(dir.path(), &out, ("FAKE_HANG_AT", "128"), false);
     let pid_file = dir.path().join("worker.pid");
     kill_lab_and_expect_worker_gone(&mut child, &pid_file, "lab sweep");
     assert_eq!(calls(dir.path()), vec![64, 128]);
