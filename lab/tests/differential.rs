@@ -1427,15 +1427,24 @@ fn the_repetitions_bound_is_the_same() {
     );
 }
 
-/// A flag whose value starts with '-', or that has no value at all, is judged alike by the
-/// twins: the checked flags take `-x` as their value and refuse it with lab's words; the
-/// others report the next argument as unexpected, or the value as missing.
+/// A flag whose value starts with '-' (even `--`), or that has no value at all, is judged
+/// alike by the twins: every flag takes the next argument as its value (PROTOCOL §8), a flag
+/// at the end is refused as missing its value, and a bare `--` ends the options.
 #[test]
 fn hyphen_and_missing_values_are_refused_alike() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("m.json").to_string_lossy().into_owned();
     // (lab subcommand, script, valid flag/value pairs)
     type Command<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+    // lab's arguments start with the command; calcul_forfaits.py has no command word.
+    let with_command = |sub: &str, args: &[String]| [vec![sub.to_string()], args.to_vec()].concat();
+    let for_script = |sub: &str, args: &[String]| {
+        if sub == "price" {
+            args.to_vec()
+        } else {
+            with_command(sub, args)
+        }
+    };
     let commands: [Command; 4] = [
         (
             "environment",
@@ -1498,13 +1507,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
                 if let Some(v) = value {
                     args.push(v.to_string());
                 }
-                let python = if *sub == "price" {
-                    args.clone()
-                } else {
-                    [vec![sub.to_string()], args.clone()].concat()
-                };
-                let lab = [vec![sub.to_string()], args].concat();
-                assert_same_message(&lab, script, &python);
+                assert_same_message(&with_command(sub, &args), script, &for_script(sub, &args));
             }
         }
         // A bare "--" ends the options: nothing may follow it.
@@ -1513,12 +1516,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
             .flat_map(|(f, v)| [f.to_string(), v.to_string()])
             .collect();
         args.extend(strings(&["--", "stray"]));
-        let python = if *sub == "price" {
-            args.clone()
-        } else {
-            [vec![sub.to_string()], args.clone()].concat()
-        };
-        assert_same_message(&[vec![sub.to_string()], args].concat(), script, &python);
+        assert_same_message(&with_command(sub, &args), script, &for_script(sub, &args));
     }
     // An output path that is empty or names a folder is refused before anything runs.
     let folder = dir.path().join("m.json/").to_string_lossy().into_owned();

@@ -49,7 +49,6 @@ pub struct CachingAllocator {
     large: BTreeMap<u64, u64>,
     allocated: u128,
     reserved: u128,
-    requested: u128,
 }
 
 impl CachingAllocator {
@@ -63,7 +62,6 @@ impl CachingAllocator {
         if bytes == 0 {
             return;
         }
-        self.requested += u128::from(bytes);
         let size = round_size(bytes);
         let small = size <= SMALL_REQUEST_BYTES;
         let pool = if small {
@@ -104,11 +102,6 @@ impl CachingAllocator {
     /// Sum of the segments, bytes: what `torch.cuda.memory_reserved()` reports.
     pub fn reserved_bytes(&self) -> u128 {
         self.reserved
-    }
-
-    /// Sum of the requests, bytes (the tensors' own bytes).
-    pub fn requested_bytes(&self) -> u128 {
-        self.requested
     }
 }
 
@@ -218,6 +211,5 @@ mod tests {
         a.allocate(12 << 20); // exactly the 12 MiB rest
         assert_eq!(a.allocated_bytes(), (20 + 3 + 5 + 12) << 20);
         assert_eq!(a.reserved_bytes(), 40 << 20);
-        assert_eq!(a.requested_bytes(), (2 + 8 + 9 + 3 + 5 + 12) << 20);
     }
 }

@@ -27,7 +27,7 @@ pub enum Role {
     /// Vision tower and projector parameters.
     Vision,
     /// A buffer (not a parameter) of this many bytes per element: rotary frequencies (fp32),
-    /// the Gemma embedding scale (the model's width, given as 0 here), position ids (int64).
+    /// the Gemma embedding scale, position ids (int64).
     Buffer(u64),
 }
 
@@ -104,7 +104,9 @@ pub fn for_each(
 
     emit(Role::Embedding, &[v, h]);
     if gemma {
-        emit(Role::Buffer(0), &[1]);
+        // The embedding scale: one element in the model's width; its 512-byte block is the
+        // same at any width, so it is counted at 16 bits.
+        emit(Role::Buffer(2), &[1]);
     }
     for layer in 0..arch.layers {
         match &arch.latent {
@@ -233,11 +235,10 @@ pub fn for_each(
 
 /// Bytes of each tensor in a weights format: `parameter` bytes per element for parameters
 /// other than quantized matrices; `matrix(elements)` for [`Role::Linear`]; buffers at their
-/// own width (`Buffer(0)` at the parameter width).
+/// own width.
 pub fn tensor_bytes(t: Tensor, parameter: u64, matrix: &dyn Fn(u64) -> u64) -> u64 {
     match t.role {
         Role::Linear => matrix(t.elements),
-        Role::Buffer(0) => t.elements.saturating_mul(parameter),
         Role::Buffer(width) => t.elements.saturating_mul(width),
         _ => t.elements.saturating_mul(parameter),
     }
