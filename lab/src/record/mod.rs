@@ -20,8 +20,8 @@
 //! - if that write fails (disk full), the file is cut back to its exact previous length, which
 //!   removes only the partial row: the existing rows are never rewritten.
 //!
-//! The files: [`cells`] the guard every cell goes through (dates, formulas, outcomes);
-//! [`append`] the steps of [`append_run`]; `grid` the locked grid and its checks;
+//! The files: `cells` the guard every cell goes through (dates, formulas, outcomes);
+//! `append` the steps of [`append_run`]; `grid` the locked grid and its checks;
 //! [`render`] the appended row as text.
 
 mod append;

@@ -11,7 +11,7 @@
 //! peak. The cold forward typically ends above it by the cuBLAS workspace.
 //!
 //! A document with a `graph` object (the CUDA-graph floor, docs/PROTOCOL.md §4.6) adds its
-//! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`]),
+//! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`](crate::document::graph::summary_text)),
 //! one set per file, the eager time being the median GPU time of the file's `warm_forward`
 //! rows. Without any `graph` object the report is exactly as before.
 
@@ -19,13 +19,13 @@ mod chart;
 #[cfg(test)]
 mod extremes;
 mod graph;
-mod predict;
+mod prediction;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 pub use chart::{chart_order, memory_axis, render_svg, tick_label, SVG_LEGEND_MAX};
-pub use predict::{predict, Prediction, PREDICTION_NOTE};
+pub use prediction::{predict, Prediction, PREDICTION_NOTE};
 pub use tables::{render_markdown, render_text};
 
 use crate::document::graph::GraphSection;
