@@ -14,6 +14,10 @@
 //! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`](crate::document::graph::summary_text)),
 //! one set per file, the eager time being the median GPU time of the file's `warm_forward`
 //! rows. Without any `graph` object the report is exactly as before.
+//!
+//! The files: this one the report and its rows ([`build_report`]); `prediction` the analytic
+//! prediction; `tables` the text and Markdown tables; `graph` the graph-floor lines; `chart`
+//! the SVG chart (`--json` serializes [`Report`] itself).
 
 mod chart;
 #[cfg(test)]
