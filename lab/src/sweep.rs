@@ -13,6 +13,7 @@
 //! A point that runs out of memory is a result, not a failure. Any other failure, or a stop
 //! request (Ctrl-C), ends the sweep and keeps the points already finished.
 
+use crate::device::Device;
 use crate::digest::sha256_hex;
 use crate::document::{self, Configuration, Document};
 use crate::search::{Observation, Search};
@@ -411,16 +412,16 @@ pub struct WorkerRunner {
     /// The (new) sweep folder.
     pub output_dir: PathBuf,
     /// The GPUs to measure on, at least one (`base.device` is replaced by each in turn).
-    pub devices: Vec<u32>,
+    pub devices: Vec<Device>,
     /// `--graph-replays` of every point.
     pub graph_replays: Option<u64>,
 }
 
 impl WorkerRunner {
     /// Measures `value` on GPU `device` and writes its document.
-    fn measure_on(&self, value: u64, device: u32) -> Result<PointOutcome> {
+    fn measure_on(&self, value: u64, device: Device) -> Result<PointOutcome> {
         let mut configuration = self.dimension.apply(&self.base, value);
-        configuration.device = format!("cuda:{device}");
+        configuration.device = device;
         let point = format!("{}={value}", self.dimension);
         let measured =
             match crate::measure::run_measured(&configuration, self.graph_replays, &self.worker) {
@@ -443,7 +444,10 @@ impl WorkerRunner {
 
 impl MeasurementRunner for WorkerRunner {
     fn measure(&mut self, value: u64) -> Result<PointOutcome> {
-        self.measure_on(value, self.devices.first().copied().unwrap_or(0))
+        self.measure_on(
+            value,
+            self.devices.first().copied().unwrap_or(Device::FIRST),
+        )
     }
 
     fn parallelism(&self) -> usize {
@@ -798,7 +802,7 @@ mod tests {
 
     fn flags() -> Configuration {
         Configuration {
-            device: "cuda:0".into(),
+            device: Device::FIRST,
             batch: 1,
             context: 16,
             width: 64,

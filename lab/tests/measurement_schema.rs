@@ -33,7 +33,7 @@ fn errors(validator: &jsonschema::Validator, document: &Value) -> Vec<String> {
 
 fn synthetic_document() -> Document {
     let configuration = Configuration {
-        device: "cuda:0".into(),
+        device: lab::device::Device::FIRST,
         batch: 2,
         context: 128,
         width: 1024,
@@ -73,7 +73,7 @@ fn synthetic_document() -> Document {
                 cuda_build_version: Some("13.0".into()),
                 hip_build_version: None,
             },
-            device: "cuda:0".into(),
+            device: lab::device::Device::FIRST,
             device_name: "NVIDIA H200".into(),
             compute_capability: "9.0".into(),
             total_memory_bytes: 150_109_880_320,
@@ -391,8 +391,8 @@ fn graph_and_two_gpu_examples_agree() {
     let pair = root().join("examples/h200x2");
     let (_, first) = read(pair.join("cuda-0.json"));
     let (_, second) = read(pair.join("cuda-1.json"));
-    assert_eq!(first.configuration.device, "cuda:0");
-    assert_eq!(second.configuration.device, "cuda:1");
+    assert_eq!(first.configuration.device.to_string(), "cuda:0");
+    assert_eq!(second.configuration.device.to_string(), "cuda:1");
     assert_eq!(first.environment.device_count, 2);
     let counters = |d: &Document| -> Vec<u64> {
         d.phases

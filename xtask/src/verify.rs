@@ -71,6 +71,10 @@ pub const STEPS: &[Step] = &[
     Step::new("fmt", fmt),
     Step::new("clippy", clippy),
     Step::new("rust tests", rust_tests),
+    Step::new(
+        "import graph: no circle, no use upwards",
+        crate::imports::step,
+    ),
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
     Step::new(

@@ -8,8 +8,8 @@
 //! `end`, `limit_found`).
 
 use indicatif::{ProgressBar, ProgressStyle};
+use lab::device::Devices;
 use lab::document::Configuration;
-use lab::fleet::Devices;
 use lab::output::write_new;
 use lab::stdout::{json as print_json, lines as emit};
 use lab::sweep::{
@@ -119,12 +119,8 @@ pub fn run(args: Args) -> Result<()> {
     // value, so that every point's flags are valid before anything runs.
     let pick = |d: Dimension, value: u64| if varied(d) { bounds.to } else { value };
     let devices = args.device;
-    let first = match &devices {
-        Devices::One(index) => *index,
-        _ => 0,
-    };
     let checked = args.passes.configuration(
-        first,
+        devices.checked_as(),
         pick(Dimension::Batch, batch),
         pick(Dimension::Context, context),
         pick(Dimension::Width, width),
@@ -135,16 +131,11 @@ pub fn run(args: Args) -> Result<()> {
     let worker = lab::worker::locate(args.worker.worker.as_deref())
         .map_err(|u| Error::usage(u.message()))?;
     let devices = match devices {
-        Devices::One(index) => vec![index],
+        Devices::One(device) => vec![device],
         several => several.resolve(super::measure::device_count(&worker)?)?,
     };
     // The summary names every GPU the points ran on.
-    let mut shown = flags.clone();
-    shown.device = devices
-        .iter()
-        .map(|i| format!("cuda:{i}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let shown = lab::device::list_text(&devices);
     create_new_dir(&args.output_dir)?;
 
     // One handler per process; a failure to install it only loses the clean stop.
@@ -231,7 +222,7 @@ pub fn run(args: Args) -> Result<()> {
             &summary_path,
         ))?;
     } else {
-        emit(&[text_summary(&result, &shown, &summary_path)
+        emit(&[text_summary(&result, &flags, &shown, &summary_path)
             .trim_end()
             .to_owned()])?;
     }
@@ -281,7 +272,12 @@ fn percent(share: Decimal) -> Decimal {
     value
 }
 
-fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path) -> String {
+fn text_summary(
+    result: &SweepResult,
+    flags: &Configuration,
+    devices: &str,
+    summary: &Path,
+) -> String {
     use std::fmt::Write as _;
     let d = result.dimension;
     let mut out = String::new();
@@ -299,7 +295,7 @@ fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path) -> 
         "sweep of {d} from {} to {} on {} ({}, {}, warmup {}, repeats {})",
         result.bounds.from,
         result.bounds.to,
-        flags.device,
+        devices,
         fixed.join(", "),
         flags.dtype.name(),
         flags.warmup,

@@ -1,5 +1,6 @@
 //! `configuration` in the document: what the user asked to measure.
 
+use crate::device::Device;
 use serde::{Deserialize, Serialize};
 
 /// Element type of weights and input.
@@ -36,8 +37,8 @@ impl Dtype {
 /// What the user asked to measure (`configuration` in the document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Configuration {
-    /// The GPU, `cuda:N`.
-    pub device: String,
+    /// The GPU (`cuda:N` in the JSON).
+    pub device: Device,
     /// Batch size (sequences), >= 1.
     pub batch: u64,
     /// Positions per sequence, >= 1 (no attention, no KV cache).

@@ -1,6 +1,7 @@
 //! `environment` in the document: the software and the GPU the numbers come from
 //! (`docs/PROTOCOL.md §3`). Collects no environment variable, host name, user name or path.
 
+use crate::device::Device;
 use serde::{Deserialize, Serialize};
 
 /// The Rust compiler that built `lab` (`rustc --version`, recorded by `build.rs`).
@@ -59,8 +60,8 @@ pub struct MeasurementEnvironment {
     /// libtorch's version and build.
     #[serde(flatten)]
     pub libtorch: LibtorchFacts,
-    /// The measured GPU, `cuda:N`.
-    pub device: String,
+    /// The measured GPU (`cuda:N` in the JSON).
+    pub device: Device,
     /// Its name as the runtime reports it (`cudaDeviceProp::name`).
     pub device_name: String,
     /// Compute capability `major.minor`.
