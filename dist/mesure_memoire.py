@@ -328,8 +328,8 @@ _DEVICE_MAX = 2**31 - 1
 
 
 def _device_reason(text):
-    """``lab``'s reason for refusing ``text`` as one GPU (lab/src/device.rs,
-    ``Device::parse``), or None when it is ``cuda:N`` written as PyTorch prints it."""
+    """``lab``'s reason for refusing ``text`` as one GPU (lab/src/values.rs, ``device``), or
+    None when it is ``cuda:N`` written as PyTorch prints it."""
     if text.startswith("cuda:"):
         index = text[len("cuda:"):]
         if not _INTEGER.fullmatch(index):
@@ -350,9 +350,8 @@ def _device_reason(text):
 
 
 def _devices_reason(text):
-    """``lab``'s reason for refusing ``text`` as ``--device`` (lab/src/device.rs,
-    ``Devices::parse``: one ``cuda:N``, ``all`` or a list ``cuda:0,cuda:1``), or None when
-    ``lab`` accepts it."""
+    """``lab``'s reason for refusing ``text`` as ``--device`` (lab/src/values.rs, ``devices``:
+    one ``cuda:N``, ``all`` or a list ``cuda:0,cuda:1``), or None when ``lab`` accepts it."""
     if text == "all":
         return None
     if "," not in text:

@@ -110,6 +110,22 @@ impl std::str::FromStr for Device {
     }
 }
 
+/// The document's spelling, as the v1 schema states it (`cuda:` and digits; `lab` itself reads
+/// only what [`Device::parse`] accepts).
+impl schemars::JsonSchema for Device {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Device".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "pattern": "^cuda:[0-9]+$" })
+    }
+}
+
 impl Serialize for Device {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         serializer.collect_str(self)

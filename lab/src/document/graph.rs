@@ -21,6 +21,7 @@
 //! in blocks that stay reserved for the graph as long as it exists, which is why `capture`
 //! shows reserved bytes grow. Replays allocate nothing (`replay` end equals its baseline).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -39,7 +40,7 @@ pub const MEMORY_POOL: &str = "private";
 
 /// Caching-allocator counters around one stage of the graph measurement, bytes (the same
 /// counters and meaning as a phase row's: docs/PROTOCOL.md §4.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GraphCounters {
     /// Allocated bytes after the first synchronize, before the stage.
     pub baseline_allocated_bytes: u64,
@@ -56,31 +57,42 @@ pub struct GraphCounters {
 }
 
 /// The `graph` object of a measurement document (absent when `--graph-replays` was not given).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GraphSection {
     /// Always [`MEMORY_POOL`]: the graph keeps its own memory pool.
+    #[schemars(extend("const" = MEMORY_POOL))]
     pub memory_pool: String,
     /// Forwards run on the side stream before capture ([`CAPTURE_WARMUP_FORWARDS`]).
     pub capture_warmup_forwards: u64,
     /// N: replays per back-to-back batch, and number of synchronised single replays.
+    #[schemars(range(min = 1, max = MAX_REPLAYS))]
     pub replays: u64,
     /// Back-to-back batches ([`REPLAY_BATCHES`]).
+    #[schemars(range(min = 1))]
     pub batches: u64,
     /// Per batch: CUDA-event time between the batch's two events / N, seconds per forward.
+    #[schemars(length(min = 1), inner(range(min = 0)))]
     pub batch_gpu_seconds_per_forward: Vec<f64>,
     /// Median of `batch_gpu_seconds_per_forward`: the launch-free time of one forward.
+    #[schemars(range(min = 0))]
     pub median_gpu_seconds_per_forward: f64,
     /// Smallest of `batch_gpu_seconds_per_forward`.
+    #[schemars(range(min = 0))]
     pub min_gpu_seconds_per_forward: f64,
     /// Largest of `batch_gpu_seconds_per_forward`.
+    #[schemars(range(min = 0))]
     pub max_gpu_seconds_per_forward: f64,
     /// Median host-clock time of one replay followed by a synchronize, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_median: f64,
     /// Smallest synchronised single replay, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_min: f64,
     /// Largest synchronised single replay, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_max: f64,
     /// Host clock around the side-stream warm-up and the capture, seconds.
+    #[schemars(range(min = 0))]
     pub capture_wall_seconds: f64,
     /// Counters around warm-up and capture (the private pool appears here).
     pub capture: GraphCounters,
