@@ -37,7 +37,6 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "lab::pricing",
             "lab::estimate",
             "lab::compare",
-            "lab::search",
             "lab::plan",
             "lab::kit",
             "lab::report",
