@@ -114,33 +114,14 @@ pub struct Comparison {
 
 /// Every byte counter of a document, in order: phase rows, then the graph's two stages.
 fn counters(document: &Document) -> Vec<u64> {
-    let mut all: Vec<u64> = document
+    let graph = document.graph.iter().flat_map(|g| [g.capture, g.replay]);
+    document
         .phases
         .iter()
-        .flat_map(|r| {
-            [
-                r.baseline_allocated_bytes,
-                r.baseline_reserved_bytes,
-                r.end_allocated_bytes,
-                r.end_reserved_bytes,
-                r.peak_allocated_bytes,
-                r.peak_reserved_bytes,
-            ]
-        })
-        .collect();
-    if let Some(g) = &document.graph {
-        for c in [&g.capture, &g.replay] {
-            all.extend([
-                c.baseline_allocated_bytes,
-                c.baseline_reserved_bytes,
-                c.end_allocated_bytes,
-                c.end_reserved_bytes,
-                c.peak_allocated_bytes,
-                c.peak_reserved_bytes,
-            ]);
-        }
-    }
-    all
+        .map(|r| r.counters)
+        .chain(graph)
+        .flat_map(|c| c.all())
+        .collect()
 }
 
 fn warm(document: &Document, gpu: bool) -> Option<f64> {
@@ -402,7 +383,7 @@ mod tests {
         // (not flagged: the bound is strict).
         let (a, b, mut slow) = (with_time(40e-6), with_time(40e-6), with_time(45e-6));
         slow.environment.total_memory_bytes -= 1024;
-        slow.phases[2].end_allocated_bytes += 512;
+        slow.phases[2].counters.end_allocated_bytes += 512;
         let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b)), (cuda(2), Ok(&slow))]);
         assert!(c.flagged);
         let flags = c.gpus[2].flags.join("\n");
@@ -437,8 +418,9 @@ mod tests {
 
     #[test]
     fn graph_time_is_the_basis_when_every_gpu_has_one() {
-        use crate::document::graph::{GraphCounters, GraphSection, GraphTimings};
-        let counters = GraphCounters {
+        use crate::document::graph::{GraphSection, GraphTimings};
+        use crate::document::AllocatorCounters;
+        let counters = AllocatorCounters {
             baseline_allocated_bytes: 1,
             baseline_reserved_bytes: 2,
             end_allocated_bytes: 1,

@@ -241,11 +241,11 @@ fn phase_line(out: &mut String, row: &PhaseRow, rep_width: usize) {
         rep,
         row.wall_seconds * 1e3,
         gpu,
-        row.baseline_allocated_bytes,
-        row.end_allocated_bytes,
-        row.peak_allocated_bytes,
-        row.end_reserved_bytes,
-        row.peak_reserved_bytes
+        row.counters.baseline_allocated_bytes,
+        row.counters.end_allocated_bytes,
+        row.counters.peak_allocated_bytes,
+        row.counters.end_reserved_bytes,
+        row.counters.peak_reserved_bytes
     );
 }
 
@@ -326,30 +326,48 @@ pub fn summary_text(document: &Document) -> String {
     compare(
         "weights (model_load end - base)",
         m.predicted_weight_allocation(),
-        find(Phase::ModelLoad)
-            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::ModelLoad).map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     compare(
         "input (inputs end - base)",
         m.predicted_input_allocation(),
-        find(Phase::Inputs)
-            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::Inputs).map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     let warm = find(Phase::WarmForward);
     compare(
         "output (warm_forward end - base)",
         m.predicted_output_allocation(),
-        warm.map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        warm.map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     compare(
         "forward peak (warm peak - base)",
         m.predicted_forward_peak_extra(),
-        warm.map(|r| signed_delta(r.peak_allocated_bytes, r.baseline_allocated_bytes)),
+        warm.map(|r| {
+            signed_delta(
+                r.counters.peak_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     if let Some(cold) = find(Phase::ColdForward) {
         // Exact and signed: the cold forward may end below the prediction.
-        let extra = Decimal::from(cold.end_allocated_bytes)
-            - Decimal::from(cold.baseline_allocated_bytes)
+        let extra = Decimal::from(cold.counters.end_allocated_bytes)
+            - Decimal::from(cold.counters.baseline_allocated_bytes)
             - Decimal::from(m.predicted_output_allocation());
         let _ = writeln!(
             out,

@@ -4,8 +4,8 @@
 //! protocol's invariants (row counts, allocated <= reserved, Rust and Python counters equal).
 
 use lab::document::{
-    Configuration, Document, Dtype, LibtorchFacts, MeasurementEnvironment, Phase, PhaseRow,
-    Runtime, SyntheticModel, Tool, SCHEMA_ID,
+    AllocatorCounters, Configuration, Document, Dtype, LibtorchFacts, MeasurementEnvironment,
+    Phase, PhaseRow, Runtime, SyntheticModel, Tool, SCHEMA_ID,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -48,12 +48,14 @@ fn synthetic_document() -> Document {
         forward_passes: 1,
         wall_seconds: 1e-4,
         gpu_seconds: None,
-        baseline_allocated_bytes: 0,
-        baseline_reserved_bytes: 0,
-        end_allocated_bytes: 512,
-        end_reserved_bytes: 2_097_152,
-        peak_allocated_bytes: 512,
-        peak_reserved_bytes: 2_097_152,
+        counters: AllocatorCounters {
+            baseline_allocated_bytes: 0,
+            baseline_reserved_bytes: 0,
+            end_allocated_bytes: 512,
+            end_reserved_bytes: 2_097_152,
+            peak_allocated_bytes: 512,
+            peak_reserved_bytes: 2_097_152,
+        },
     };
     let mut phases = vec![
         row(Phase::ModelLoad, None),
@@ -281,9 +283,9 @@ fn rust_and_python_counters_match_on_the_h200() {
 
 #[test]
 fn the_graph_section_is_optional_and_checked() {
-    use lab::document::graph::{GraphCounters, GraphSection, GraphTimings};
+    use lab::document::graph::{GraphSection, GraphTimings};
     let validator = validator();
-    let counters = GraphCounters {
+    let counters = AllocatorCounters {
         baseline_allocated_bytes: 51_000_000,
         baseline_reserved_bytes: 62_914_560,
         end_allocated_bytes: 85_000_000,
@@ -375,8 +377,11 @@ fn graph_and_two_gpu_examples_agree() {
                 r.replay.baseline_reserved_bytes
             );
             for (a, b) in rust.phases.iter().zip(&python.phases) {
-                assert_eq!(a.peak_allocated_bytes, b.peak_allocated_bytes);
-                assert_eq!(a.end_reserved_bytes, b.end_reserved_bytes);
+                assert_eq!(
+                    a.counters.peak_allocated_bytes,
+                    b.counters.peak_allocated_bytes
+                );
+                assert_eq!(a.counters.end_reserved_bytes, b.counters.end_reserved_bytes);
             }
             if (config, dtype) == ("small", "float32") {
                 for floor in [
@@ -399,9 +404,9 @@ fn graph_and_two_gpu_examples_agree() {
             .iter()
             .flat_map(|r| {
                 [
-                    r.peak_allocated_bytes,
-                    r.peak_reserved_bytes,
-                    r.end_allocated_bytes,
+                    r.counters.peak_allocated_bytes,
+                    r.counters.peak_reserved_bytes,
+                    r.counters.end_allocated_bytes,
                 ]
             })
             .collect()
@@ -494,8 +499,8 @@ fn the_generated_schema_accepts_what_the_hand_written_one_did() {
     )
     .unwrap();
     let hand = jsonschema::validator_for(&hand).unwrap();
-    use lab::document::graph::{GraphCounters, GraphSection, GraphTimings};
-    let counters = GraphCounters {
+    use lab::document::graph::{GraphSection, GraphTimings};
+    let counters = AllocatorCounters {
         baseline_allocated_bytes: 1,
         baseline_reserved_bytes: 2,
         end_allocated_bytes: 3,

@@ -21,10 +21,8 @@
 #![deny(clippy::print_stderr)]
 
 use lab::device::Device as Gpu;
-use lab::document::graph::{
-    GraphCounters, GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES,
-};
-use lab::document::{Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
+use lab::document::graph::{GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES};
+use lab::document::{AllocatorCounters, Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
 use lab::worker::{
     DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
     WorkerRequest,
@@ -239,10 +237,10 @@ fn stage_start(device: i64) -> Step<[u64; 2]> {
 }
 
 /// Counters after a stage: synchronize, read end and peaks.
-fn stage_end(device: i64, baseline: [u64; 2]) -> Step<GraphCounters> {
+fn stage_end(device: i64, baseline: [u64; 2]) -> Step<AllocatorCounters> {
     synchronize()?;
     let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device)?;
-    Ok(GraphCounters {
+    Ok(AllocatorCounters {
         baseline_allocated_bytes: baseline[0],
         baseline_reserved_bytes: baseline[1],
         end_allocated_bytes: end_alloc,
@@ -468,12 +466,14 @@ fn phase<T>(
         forward_passes,
         wall_seconds,
         gpu_seconds,
-        baseline_allocated_bytes: base_alloc,
-        baseline_reserved_bytes: base_res,
-        end_allocated_bytes: end_alloc,
-        end_reserved_bytes: end_res,
-        peak_allocated_bytes: peak_alloc,
-        peak_reserved_bytes: peak_res,
+        counters: AllocatorCounters {
+            baseline_allocated_bytes: base_alloc,
+            baseline_reserved_bytes: base_res,
+            end_allocated_bytes: end_alloc,
+            end_reserved_bytes: end_res,
+            peak_allocated_bytes: peak_alloc,
+            peak_reserved_bytes: peak_res,
+        },
     };
     Ok((row, result))
 }

@@ -21,6 +21,7 @@
 //! in blocks that stay reserved for the graph as long as it exists, which is why `capture`
 //! shows reserved bytes grow. Replays allocate nothing (`replay` end equals its baseline).
 
+use super::AllocatorCounters;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -37,24 +38,6 @@ pub const MAX_REPLAYS: u64 = 1_000_000;
 
 /// The `memory_pool` value: the captured forward's intermediates live in the graph's own pool.
 pub const MEMORY_POOL: &str = "private";
-
-/// Caching-allocator counters around one stage of the graph measurement, bytes (the same
-/// counters and meaning as a phase row's: docs/PROTOCOL.md §4.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct GraphCounters {
-    /// Allocated bytes after the first synchronize, before the stage.
-    pub baseline_allocated_bytes: u64,
-    /// Reserved bytes after the first synchronize, before the stage.
-    pub baseline_reserved_bytes: u64,
-    /// Allocated bytes after the stage's last synchronize.
-    pub end_allocated_bytes: u64,
-    /// Reserved bytes after the stage's last synchronize.
-    pub end_reserved_bytes: u64,
-    /// Highest allocated bytes during the stage (peaks reset at its start).
-    pub peak_allocated_bytes: u64,
-    /// Highest reserved bytes during the stage (peaks reset at its start).
-    pub peak_reserved_bytes: u64,
-}
 
 /// The `graph` object of a measurement document (absent when `--graph-replays` was not given).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -95,9 +78,9 @@ pub struct GraphSection {
     #[schemars(range(min = 0))]
     pub capture_wall_seconds: f64,
     /// Counters around warm-up and capture (the private pool appears here).
-    pub capture: GraphCounters,
+    pub capture: AllocatorCounters,
     /// Counters around all replays (replays allocate nothing).
-    pub replay: GraphCounters,
+    pub replay: AllocatorCounters,
 }
 
 /// Raw timings of a graph measurement, as the worker takes them.
@@ -128,8 +111,8 @@ impl GraphSection {
     /// empty or has no finite value.
     pub fn from_timings(
         timings: &GraphTimings,
-        capture: GraphCounters,
-        replay: GraphCounters,
+        capture: AllocatorCounters,
+        replay: AllocatorCounters,
     ) -> Option<Self> {
         if timings.replays == 0 {
             return None;
@@ -266,8 +249,8 @@ pub fn summary_text(graph: &GraphSection, eager_gpu_seconds: Option<f64>, flops:
 mod tests {
     use super::*;
 
-    fn counters(base: u64, end: u64) -> GraphCounters {
-        GraphCounters {
+    fn counters(base: u64, end: u64) -> AllocatorCounters {
+        AllocatorCounters {
             baseline_allocated_bytes: base,
             baseline_reserved_bytes: base * 2,
             end_allocated_bytes: end,

@@ -18,6 +18,7 @@
 //! report), so that every one of them can depend on it.
 
 mod configuration;
+mod counters;
 mod environment;
 mod file;
 pub mod graph;
@@ -26,6 +27,7 @@ mod phase;
 pub mod schema;
 
 pub use configuration::{Configuration, Dtype};
+pub use counters::AllocatorCounters;
 pub use environment::{Driver, LibtorchFacts, MeasurementEnvironment, Runtime, RUSTC_VERSION};
 pub use file::{check, encode, parse, read, write_new, LoadedMeasurement, MAX_DOCUMENT_BYTES};
 pub use model::{round_to_block, SyntheticModel, ALLOCATOR_BLOCK_BYTES, AUTOGRAD_MODE};
@@ -108,7 +110,7 @@ impl Document {
     pub fn peak_reserved_bytes(&self) -> u64 {
         self.phases
             .iter()
-            .map(|r| r.peak_reserved_bytes)
+            .map(|r| r.counters.peak_reserved_bytes)
             .max()
             .unwrap_or(0)
     }
@@ -117,7 +119,7 @@ impl Document {
     pub fn peak_allocated_bytes(&self) -> u64 {
         self.phases
             .iter()
-            .map(|r| r.peak_allocated_bytes)
+            .map(|r| r.counters.peak_allocated_bytes)
             .max()
             .unwrap_or(0)
     }

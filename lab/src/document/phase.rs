@@ -1,6 +1,7 @@
 //! `phases` in the document: the five protocol steps ([`Phase`]) and one measured row per
 //! step ([`PhaseRow`]); `docs/PROTOCOL.md §4`.
 
+use super::AllocatorCounters;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -79,16 +80,7 @@ pub struct PhaseRow {
     /// `None` where not measured. Includes the GPU waiting for the host's launches.
     #[schemars(range(min = 0))]
     pub gpu_seconds: Option<f64>,
-    /// Allocated bytes after the first synchronize, before the work.
-    pub baseline_allocated_bytes: u64,
-    /// Reserved bytes after the first synchronize, before the work.
-    pub baseline_reserved_bytes: u64,
-    /// Allocated bytes after the final synchronize (the step's result still alive).
-    pub end_allocated_bytes: u64,
-    /// Reserved bytes after the final synchronize.
-    pub end_reserved_bytes: u64,
-    /// Highest allocated bytes during the step (peak reset at its start).
-    pub peak_allocated_bytes: u64,
-    /// Highest reserved bytes during the step (peak reset at its start).
-    pub peak_reserved_bytes: u64,
+    /// The allocator's six counters around the step (flattened: six keys of the row).
+    #[serde(flatten)]
+    pub counters: AllocatorCounters,
 }
