@@ -11,7 +11,7 @@ writes one line per tensor, skipping a parameter already listed (tied weights):
 Usage: module_order.py MODELS_DIR OUT_DIR
 For every MODELS_DIR/<name>/config.json: OUT_DIR/<name>/tensors.tsv. Also a few synthetic
 configs for layouts no shipped model has (written with their config.json). `lab plan`'s
-layout (lab/src/plan/layout.rs) is tested against these files. Needs torch and transformers
+layout (each family file under lab/src/plan/family/) is tested against these files. Needs torch and transformers
 (written with transformers 5.17.0; CPU is enough).
 """
 

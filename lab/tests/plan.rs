@@ -250,9 +250,9 @@ fn module_orders() -> Vec<Fixture> {
 fn layout_is_transformers_module_order() {
     use lab::plan::layout;
     for (name, config, expected) in module_orders() {
-        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
         let mut got = Vec::new();
-        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
+        arch.tensors(&mut |t| {
             got.push((t.elements, layout::tensor_bytes(t, 2, &|n| 2 * n)));
         });
         let first = got.iter().zip(&expected).position(|(g, e)| g != e);
@@ -265,36 +265,24 @@ fn layout_is_transformers_module_order() {
     }
 }
 
-/// The layout's parameters add up to the closed-form counts, role by role.
+/// The parameter count is the sum of the dump's parameters (its `p` rows), for every family,
+/// plus DeepSeek-V3's `e_score_correction_bias`: a buffer to transformers, but a persistent
+/// one, stored in the checkpoint's safetensors beside the parameters, which lab plan counts
+/// with them (as the headers do).
 #[test]
-fn layout_totals_are_the_parameter_counts() {
-    use lab::plan::layout::{self, Role};
+fn parameter_counts_are_the_dumped_parameters() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/module-order");
     for (name, config, _) in module_orders() {
-        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
-        let counts = lab::plan::params::count(&arch, attention_bias, mlp_bias);
-        let mut sums = [0u128; 5];
-        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
-            let slot = match t.role {
-                Role::Embedding => 0,
-                Role::OutputHead => 1,
-                Role::Linear => 2,
-                Role::Other => 3,
-                Role::Vision => 4,
-                Role::Buffer(_) => return,
-            };
-            sums[slot] += u128::from(t.elements);
-        });
-        assert_eq!(
-            sums,
-            [
-                counts.embedding,
-                counts.output_head,
-                counts.linear,
-                counts.other,
-                counts.vision
-            ],
-            "{name}"
-        );
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
+        let counts = arch.parameter_counts().narrow().unwrap();
+        let text = std::fs::read_to_string(root.join(&name).join("tensors.tsv")).unwrap();
+        let dumped: u128 = text
+            .lines()
+            .map(|line| line.split('\t').collect::<Vec<_>>())
+            .filter(|f| f[3] == "p" || f[0].ends_with(".e_score_correction_bias"))
+            .map(|f| f[1].parse::<u128>().unwrap())
+            .sum();
+        assert_eq!(counts.total(), dumped, "{name}");
     }
 }
 

@@ -1,0 +1,108 @@
+//! DeepSeek-V2 and V3 (`DeepseekV2Config`, `DeepseekV3Config`, `modeling_deepseek_v2.py`,
+//! `modeling_deepseek_v3.py`): multi-head latent attention on every layer (no window); the
+//! first `first_k_dense_replace` layers dense, the others a mixture of `n_routed_experts`
+//! experts (routed experts, router, V3's score-correction bias, shared experts) when the
+//! config has experts.
+
+use super::{check_experts, decoder, gated_mlp, layer_count, layer_norms, stacked_experts};
+use super::{Architecture, Attention, ClassDefaults, Experts, Family, FeedForward, Latent, Layer};
+use crate::plan::config::Fields;
+use crate::plan::layout::Sink;
+use crate::{Error, Result};
+use serde_json::{Map, Value};
+
+pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
+    let f = Fields::new(top, family.model_type());
+    let defaults = ClassDefaults {
+        head_dim: None,
+        tied: false,
+    };
+    let mut arch = decoder(family, &f, top, defaults)?;
+    let count = layer_count(arch.layers)?;
+    let (experts, dense_layers) = match f.optional("n_routed_experts")? {
+        None | Some(0) => (None, arch.layers),
+        Some(routed) => {
+            let moe_intermediate = f.required("moe_intermediate_size")?;
+            let shared = f.optional("n_shared_experts")?.unwrap_or(0);
+            let freq = f.optional("moe_layer_freq")?.unwrap_or(1);
+            if freq != 1 {
+                return Err(Error::usage(format!(
+                    "config.json: moe_layer_freq {freq} is not supported (only every layer after first_k_dense_replace)"
+                )));
+            }
+            let experts = Experts {
+                routed,
+                per_token: f.required("num_experts_per_tok")?,
+                intermediate: moe_intermediate,
+                shared_intermediate: moe_intermediate.checked_mul(shared).ok_or_else(|| {
+                    Error::usage(format!(
+                        "config.json: moe_intermediate_size {moe_intermediate} x n_shared_experts {shared} overflows 64 bits"
+                    ))
+                })?,
+            };
+            let first = f.optional("first_k_dense_replace")?.unwrap_or(0);
+            (Some(experts), first.min(arch.layers))
+        }
+    };
+    arch.latent = Some(Latent {
+        kv_lora_rank: f.required("kv_lora_rank")?,
+        q_lora_rank: f.optional("q_lora_rank")?,
+        qk_rope_head_dim: f.required("qk_rope_head_dim")?,
+        qk_nope_head_dim: f.required("qk_nope_head_dim")?,
+        v_head_dim: f.required("v_head_dim")?,
+    });
+    if let Some(e) = &experts {
+        check_experts(e)?;
+    }
+    arch.experts = experts;
+    arch.layer_kinds = (0..count)
+        .map(|i| Layer {
+            attention: Attention::Latent,
+            feed_forward: if (i as u64) < dense_layers {
+                FeedForward::Dense
+            } else {
+                FeedForward::Experts
+            },
+        })
+        .collect();
+    Ok(arch)
+}
+
+pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
+    let (h, a) = (arch.hidden, arch.heads);
+    if let Some(l) = &arch.latent {
+        let qk = l.qk_nope_head_dim.saturating_add(l.qk_rope_head_dim);
+        match l.q_lora_rank {
+            None => t.linear(&[a.saturating_mul(qk), h]),
+            Some(q) => {
+                t.linear(&[q, h]);
+                t.other(&[q]);
+                t.linear(&[a.saturating_mul(qk), q]);
+            }
+        }
+        let c = l.kv_lora_rank;
+        t.linear(&[c.saturating_add(l.qk_rope_head_dim), h]);
+        t.other(&[c]);
+        let nv = l.qk_nope_head_dim.saturating_add(l.v_head_dim);
+        t.linear(&[a.saturating_mul(nv), c]);
+        t.linear(&[h, a.saturating_mul(l.v_head_dim)]);
+    }
+    match (layer.feed_forward, &arch.experts) {
+        (FeedForward::Experts, Some(e)) => {
+            // Routed experts, the router (and V3's score correction), shared experts.
+            stacked_experts(arch, e, t);
+            t.other(&[e.routed, h]);
+            if arch.family == Family::DeepseekV3 {
+                t.other(&[e.routed]);
+            }
+            if e.shared_intermediate > 0 {
+                t.linear(&[e.shared_intermediate, h]);
+                t.linear(&[e.shared_intermediate, h]);
+                t.linear(&[h, e.shared_intermediate]);
+            }
+        }
+        // DeepseekV3MLP is built with bias=False whatever the config says.
+        _ => gated_mlp(arch, arch.intermediate, false, t),
+    }
+    layer_norms(arch, t);
+}

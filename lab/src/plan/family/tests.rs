@@ -1,0 +1,278 @@
+//! The arithmetic of every family, in the library: the public parameter counts and KV cache
+//! per token of the shipped configs, small configs counted by hand, the per-layer patterns.
+
+use super::*;
+use crate::plan::memory::{kv_bytes_per_token, kv_cache_bytes};
+
+/// The architecture of a config's text.
+fn arch(text: &str) -> Architecture {
+    read(&serde_json::from_str(text).unwrap()).unwrap()
+}
+
+/// The refusal of a config's text.
+fn refusal(text: &str) -> String {
+    read(&serde_json::from_str(text).unwrap())
+        .unwrap_err()
+        .to_string()
+}
+
+fn parameters(a: &Architecture) -> u64 {
+    u64::try_from(a.parameter_counts().narrow().unwrap().total()).unwrap()
+}
+
+macro_rules! shipped {
+    ($name:literal) => {
+        include_str!(concat!(
+            "../../../../examples/models/",
+            $name,
+            "/config.json"
+        ))
+    };
+}
+
+/// Public parameter counts (the model cards, and the safetensors headers' element counts of
+/// the released checkpoints) and the bf16 KV cache per token, for every shipped config.
+#[test]
+fn shipped_configs_count_their_public_parameters_and_kv_cache() {
+    for (name, text, params, kv) in [
+        (
+            "llama-3.1-8b",
+            shipped!("llama-3.1-8b"),
+            8_030_261_248u64,
+            131_072u128,
+        ),
+        (
+            "llama-3.2-1b",
+            shipped!("llama-3.2-1b"),
+            1_235_814_400,
+            32_768,
+        ),
+        (
+            "mistral-7b-v0.1",
+            shipped!("mistral-7b-v0.1"),
+            7_241_732_096,
+            131_072,
+        ),
+        (
+            "qwen2.5-0.5b",
+            shipped!("qwen2.5-0.5b"),
+            494_032_768,
+            12_288,
+        ),
+        ("qwen3-0.6b", shipped!("qwen3-0.6b"), 596_049_920, 114_688),
+        ("gemma-2-2b", shipped!("gemma-2-2b"), 2_614_341_888, 106_496),
+        ("gemma-3-1b", shipped!("gemma-3-1b"), 999_885_952, 26_624),
+        (
+            "gemma-3-4b-it",
+            shipped!("gemma-3-4b-it"),
+            4_300_079_472,
+            139_264,
+        ),
+        (
+            "phi-3-mini-4k",
+            shipped!("phi-3-mini-4k"),
+            3_821_079_552,
+            393_216,
+        ),
+        (
+            "mixtral-8x7b",
+            shipped!("mixtral-8x7b"),
+            46_702_792_704,
+            131_072,
+        ),
+        (
+            "deepseek-v2-lite",
+            shipped!("deepseek-v2-lite"),
+            15_706_484_224,
+            31_104,
+        ),
+    ] {
+        let a = arch(text);
+        assert_eq!(parameters(&a), params, "{name}");
+        assert_eq!(kv_bytes_per_token(&a, 2), kv, "{name}");
+        assert_eq!(a.layer_kinds.len() as u64, a.layers, "{name}");
+    }
+}
+
+/// Llama-3.1-8B by hand: 32 layers of attention `4096 x (4096 + 2 x 1024 + 4096)`, MLP
+/// `3 x 4096 x 14336` and two norms, the embedding and the untied head `128256 x 4096`, the
+/// final norm; 8 KV heads of 128 x 2 (K, V) x 2 bytes x 32 layers.
+#[test]
+fn llama_3_1_8b_by_hand() {
+    let a = arch(shipped!("llama-3.1-8b"));
+    let layer = 4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096;
+    assert_eq!(parameters(&a), 32 * layer + 2 * 128_256 * 4096 + 4096);
+    assert_eq!(kv_bytes_per_token(&a, 2), 8 * 128 * 2 * 2 * 32);
+    // At 8192 tokens, batch 1: 1 GiB.
+    assert_eq!(kv_cache_bytes(&a, 2, 1, 8192, true), 1 << 30);
+}
+
+/// A small decoder: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads,
+/// vocabulary 128; `extra` fields appended.
+fn tiny(model_type: &str, extra: &str) -> Architecture {
+    arch(&format!(
+        r#"{{"model_type":"{model_type}","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128{extra}}}"#
+    ))
+}
+
+/// Per layer: q and o 64 x 64, k and v 64 x 32, MLP 3 x 64 x 128, 2 norms of 64 = 36,992;
+/// plus the embedding and head 2 x 128 x 64 and the final norm: 90,432.
+const TINY_LLAMA: u64 = 2 * (2 * 4096 + 2 * 2048 + 3 * 8192 + 2 * 64) + 2 * 8192 + 64;
+
+#[test]
+fn every_family_counts_its_own_tensors() {
+    assert_eq!(TINY_LLAMA, 90_432);
+    let cases = [
+        ("llama", "", TINY_LLAMA),
+        ("mistral", "", TINY_LLAMA),
+        // Phi-3 fuses q, k, v and gate, up: the same totals.
+        ("phi3", "", TINY_LLAMA),
+        // Qwen2: biases on q (64), k and v (32 each) in every layer.
+        ("qwen2", "", TINY_LLAMA + 2 * 128),
+        // Qwen3: query and key norms of the head width.
+        ("qwen3", "", TINY_LLAMA + 2 * 2 * 16),
+        // Gemma: tied by default.
+        ("gemma", "", TINY_LLAMA - 8192),
+        // Gemma 2 and 3: tied, four norms per layer; Gemma 3 adds query/key norms.
+        ("gemma2", "", TINY_LLAMA - 8192 + 2 * 2 * 64),
+        (
+            "gemma3_text",
+            "",
+            TINY_LLAMA - 8192 + 2 * 2 * 64 + 2 * 2 * 16,
+        ),
+        // Llama with every bias: q, k, v, o (64 + 32 + 32 + 64) and MLP (128 + 128 + 64).
+        (
+            "llama",
+            r#","attention_bias":true,"mlp_bias":true"#,
+            TINY_LLAMA + 2 * (192 + 320),
+        ),
+        // Mixtral: 4 experts of the MLP and a 4 x 64 router per layer.
+        (
+            "mixtral",
+            r#","num_local_experts":4,"num_experts_per_tok":2"#,
+            TINY_LLAMA + 2 * (3 * 24_576 + 256),
+        ),
+    ];
+    for (model_type, extra, expected) in cases {
+        let a = tiny(model_type, extra);
+        assert_eq!(a.model_type(), model_type);
+        assert_eq!(parameters(&a), expected, "{model_type} {extra}");
+    }
+}
+
+/// DeepSeek: latent attention on every layer, dense first layers, experts after; the KV
+/// cache is the latent plus the rotary key per layer.
+#[test]
+fn deepseek_layers_are_latent_and_dense_first() {
+    let text = r#"{"model_type":"deepseek_v3","hidden_size":64,"intermediate_size":128,"num_hidden_layers":3,
+"num_attention_heads":4,"vocab_size":128,"n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+"n_shared_experts":1,"first_k_dense_replace":1,"kv_lora_rank":16,"q_lora_rank":24,"qk_rope_head_dim":8,
+"qk_nope_head_dim":8,"v_head_dim":8}"#;
+    let a = arch(text);
+    let kinds: Vec<FeedForward> = a.layer_kinds.iter().map(|l| l.feed_forward).collect();
+    assert_eq!(
+        kinds,
+        [
+            FeedForward::Dense,
+            FeedForward::Experts,
+            FeedForward::Experts
+        ]
+    );
+    assert!(a
+        .layer_kinds
+        .iter()
+        .all(|l| l.attention == Attention::Latent));
+    assert_eq!(kv_bytes_per_token(&a, 2), 3 * (16 + 8) * 2);
+    // Attention: q 64x24 + norm 24 + 24 x 4(8+8); kv_a 64 x (16+8), norm 16, kv_b 16 x 4(8+8),
+    // o 64 x 4x8.
+    let attn = 64 * 24 + 24 + 24 * 64 + 64 * 24 + 16 + 16 * 64 + 64 * 32;
+    let dense = 3 * 64 * 128;
+    // Experts: 8 x 3 x 64 x 32, router 8 x 64, correction 8, one shared expert 3 x 64 x 32.
+    let moe = 8 * 3 * 64 * 32 + 8 * 64 + 8 + 3 * 64 * 32;
+    let norms = 2 * 64;
+    let expected = 3 * (attn + norms) + dense + 2 * moe + 2 * 128 * 64 + 64;
+    assert_eq!(parameters(&a), expected);
+    // V2 has no score-correction bias.
+    let v2 = arch(&text.replace("deepseek_v3", "deepseek_v2"));
+    assert_eq!(parameters(&v2), expected - 2 * 8);
+    // Without routed experts every layer is dense.
+    let no_experts = arch(&text.replace("\"n_routed_experts\":8", "\"n_routed_experts\":null"));
+    assert!(no_experts.experts.is_none());
+    assert!(no_experts
+        .layer_kinds
+        .iter()
+        .all(|l| l.feed_forward == FeedForward::Dense));
+}
+
+#[test]
+fn sliding_patterns_follow_each_family() {
+    let slides = |a: &Architecture| -> Vec<bool> {
+        a.layer_kinds
+            .iter()
+            .map(|l| matches!(l.attention, Attention::Sliding(_)))
+            .collect()
+    };
+    let window = r#","sliding_window":32"#;
+    // Mistral and Phi-3: every layer; Gemma 2: every other from the first; Llama: none.
+    assert_eq!(slides(&tiny("mistral", window)), [true, true]);
+    assert_eq!(slides(&tiny("phi3", window)), [true, true]);
+    assert_eq!(slides(&tiny("gemma2", window)), [true, false]);
+    assert_eq!(slides(&tiny("llama", window)), [false, false]);
+    // Qwen2/3: only with use_sliding_window, from max_window_layers.
+    assert_eq!(slides(&tiny("qwen2", window)), [false, false]);
+    let on = r#","sliding_window":32,"use_sliding_window":true,"max_window_layers":1"#;
+    assert_eq!(slides(&tiny("qwen3", on)), [false, true]);
+    // Gemma 3: five sliding then one full, by default, with its 4096 window.
+    let gemma3 = arch(
+        r#"{"model_type":"gemma3_text","num_hidden_layers":12,"hidden_size":64,"intermediate_size":128,
+"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":128}"#,
+    );
+    assert_eq!(
+        slides(&gemma3),
+        [true, true, true, true, true, false, true, true, true, true, true, false]
+    );
+    assert_eq!(gemma3.sliding_window(), Some(4096));
+    // layer_types, when listed, say which layers slide.
+    let listed = tiny(
+        "llama",
+        r#","sliding_window":8,"layer_types":["full_attention","sliding_attention"]"#,
+    );
+    assert_eq!(slides(&listed), [false, true]);
+    // Sliding layers keep at most the window: 2 layers, one of them at 8 tokens.
+    assert_eq!(
+        kv_cache_bytes(&listed, 2, 1, 100, true),
+        (100 + 8) * 2 * 2 * 16 * 2
+    );
+    assert_eq!(
+        kv_cache_bytes(&listed, 2, 1, 100, false),
+        200 * 2 * 2 * 16 * 2
+    );
+}
+
+#[test]
+fn the_supported_list_and_refusals_come_from_the_enum() {
+    assert_eq!(
+        Family::supported(),
+        "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, mixtral, deepseek_v2, deepseek_v3"
+    );
+    for f in Family::ALL {
+        assert_eq!(Family::from_model_type(f.model_type()), Some(*f));
+    }
+    assert_eq!(Family::from_model_type("gpt_neox"), None);
+    let unknown = refusal(r#"{"model_type":"gpt_neox"}"#);
+    assert!(
+        unknown.contains(&format!("lab plan knows {}", Family::supported())),
+        "{unknown}"
+    );
+    let missing = refusal(r#"{"hidden_size":1}"#);
+    assert!(missing.contains("has no \"model_type\""), "{missing}");
+    let e = refusal(
+        r#"{"model_type":"mixtral","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
+    );
+    assert!(
+        e.contains("num_experts_per_tok 3 must be from 1 to the 2 experts"),
+        "{e}"
+    );
+}
