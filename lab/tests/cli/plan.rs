@@ -1,12 +1,8 @@
 //! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (one line; exit 2 for
 //! bad input, exit 1 for a file that is missing or cannot be read).
 
-use assert_cmd::Command;
+use crate::support::lab;
 use serde_json::Value;
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
 
 fn models() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/models")
