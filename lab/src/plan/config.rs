@@ -92,9 +92,48 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Whether `key` is the JSON `true` (anything else, absent included, is false).
-    pub fn is_true(&self, key: &str) -> bool {
-        self.map.get(key).and_then(Value::as_bool) == Some(true)
+    /// A list of layer indices, each below `layers`, when present and not null.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the field when it is not a list of whole numbers below
+    /// `layers`.
+    pub fn layer_indices(&self, key: &str, layers: u64) -> Result<Option<Vec<u64>>> {
+        let bad = |found: &Value| {
+            Error::usage(format!(
+                "config.json: \"{key}\" must be a list of layer indices from 0 to {}, found {}",
+                layers.saturating_sub(1),
+                crate::text::excerpt(&found.to_string())
+            ))
+        };
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_u64().filter(|i| *i < layers).ok_or_else(|| bad(v)))
+                .collect::<Result<Vec<u64>>>()
+                .map(Some),
+            Some(other) => Err(bad(other)),
+        }
+    }
+
+    /// A string when present and not null.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the field when it is anything else.
+    pub fn string(&self, key: &str) -> Result<Option<String>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(Error::usage(format!(
+                "config.json: \"{key}\" must be a string, found {}",
+                crate::text::excerpt(&other.to_string())
+            ))),
+        }
+    }
+
+    /// The name these fields go by in messages.
+    pub fn label(&self) -> &'a str {
+        self.label
     }
 
     fn bad(&self, key: &str, found: &str) -> Error {

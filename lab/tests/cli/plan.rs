@@ -68,6 +68,8 @@ fn known_parameter_counts_per_family() {
         ("deepseek-v2-lite", 15706484224),
         // The public multimodal config: most text fields left to Gemma3TextConfig's defaults.
         ("gemma-3-4b-it", 4300079472),
+        // Qwen3-30B-A3B, a mixture of experts on every layer ("30.5B").
+        ("qwen3-30b-a3b", 30532122624),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");

@@ -22,6 +22,7 @@ mod mixtral;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3_moe;
 
 use super::config::{Fields, MAX_LAYERS};
 use super::layout::{Counts128, ParameterCounts, Role, Sink, Tensor};
@@ -79,6 +80,7 @@ families! {
     Mixtral => mixtral, "mixtral";
     DeepseekV2 => deepseek, "deepseek_v2";
     DeepseekV3 => deepseek, "deepseek_v3";
+    Qwen3Moe => qwen3_moe, "qwen3_moe";
 }
 
 impl Family {
@@ -360,21 +362,26 @@ fn decoder(
             "config.json: num_key_value_heads {kv_heads} must divide num_attention_heads {heads}"
         )));
     }
-    // A multimodal Gemma 3 states tying at the top level or in text_config.
+    // A multimodal Gemma 3 states tying, the dtype and quantization at the top level or in
+    // text_config: both are read with the same types.
+    let outer = Fields::new(top, f.label());
     let tied_embeddings = match f.boolean("tie_word_embeddings")? {
         Some(b) => b,
-        None => match top.get("tie_word_embeddings") {
-            Some(Value::Bool(b)) => *b,
-            _ => defaults.tied,
-        },
+        None => outer
+            .boolean("tie_word_embeddings")?
+            .unwrap_or(defaults.tied),
     };
-    let dtype =
-        ["dtype", "torch_dtype"]
-            .iter()
-            .find_map(|k| match f.get(k).or_else(|| top.get(*k)) {
-                Some(Value::String(s)) => Some(s.clone()),
-                _ => None,
-            });
+    let mut dtype = None;
+    for key in ["dtype", "torch_dtype"] {
+        let stated = match f.string(key)? {
+            Some(s) => Some(s),
+            None => outer.string(key)?,
+        };
+        dtype = dtype.or(stated);
+    }
+    let attention_bias = f.boolean("attention_bias")?.unwrap_or(false);
+    let mlp_bias = f.boolean("mlp_bias")?.unwrap_or(false);
+    let quantization = quantization(top)?;
     Ok(Architecture {
         family,
         hidden,
@@ -385,8 +392,8 @@ fn decoder(
         intermediate,
         vocab,
         tied_embeddings,
-        attention_bias: f.is_true("attention_bias"),
-        mlp_bias: f.is_true("mlp_bias"),
+        attention_bias,
+        mlp_bias,
         layer_kinds: Vec::new(),
         experts: None,
         latent: None,
@@ -397,16 +404,34 @@ fn decoder(
         rotary_per_attention_kind: false,
         dtype,
         vision: None,
-        quantization: match top.get("quantization_config") {
-            Some(Value::Object(q)) => Some(match q.get("quant_method") {
-                Some(Value::String(m)) => {
-                    crate::text::one_line(&m.chars().take(40).collect::<String>())
-                }
-                _ => "unnamed".to_string(),
-            }),
-            _ => None,
-        },
+        quantization,
     })
+}
+
+/// `quantization_config.quant_method` of a pre-quantized checkpoint ("unnamed" when the
+/// object names none); `None` without a `quantization_config`.
+///
+/// # Errors
+/// [`Error::Usage`] when `quantization_config` is not an object or its `quant_method` not
+/// a string (transformers reads both so).
+fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
+    match top.get("quantization_config") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(q)) => match q.get("quant_method") {
+            None | Some(Value::Null) => Ok(Some("unnamed".to_string())),
+            Some(Value::String(m)) => Ok(Some(crate::text::one_line(
+                &m.chars().take(40).collect::<String>(),
+            ))),
+            Some(other) => Err(Error::usage(format!(
+                "config.json: \"quant_method\" in quantization_config must be a name such as \"gptq\", found {}",
+                crate::text::excerpt(&other.to_string())
+            ))),
+        },
+        Some(other) => Err(Error::usage(format!(
+            "config.json: \"quantization_config\" must be an object naming its quant_method, found {}",
+            crate::text::excerpt(&other.to_string())
+        ))),
+    }
 }
 
 /// The number of layers as a length, refusing an implausible count ([`MAX_LAYERS`]).
@@ -431,7 +456,17 @@ fn attention_pattern(
 ) -> Result<Vec<Attention>> {
     let window = f.optional("sliding_window")?;
     let count = layer_count(layers)?;
-    if let Some(Value::Array(types)) = f.get("layer_types") {
+    let listed = match f.get("layer_types") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(types)) => Some(types),
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "config.json: \"layer_types\" must be a list with one of full_attention, sliding_attention per layer, found {}",
+                crate::text::excerpt(&other.to_string())
+            )))
+        }
+    };
+    if let Some(types) = listed {
         if types.len() != count {
             return Err(Error::usage(format!(
                 "config.json: layer_types lists {} layers but num_hidden_layers is {layers}",

@@ -252,10 +252,11 @@ fn sliding_patterns_follow_each_family() {
 
 #[test]
 fn the_supported_list_and_refusals_come_from_the_enum() {
-    assert_eq!(
-        Family::supported(),
+    // The list in the order of the enum; new families are added at its end.
+    assert!(Family::supported().starts_with(
         "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, mixtral, deepseek_v2, deepseek_v3"
-    );
+    ));
+    assert_eq!(Family::supported().split(", ").count(), Family::ALL.len());
     for f in Family::ALL {
         assert_eq!(Family::from_model_type(f.model_type()), Some(*f));
     }
@@ -275,4 +276,217 @@ fn the_supported_list_and_refusals_come_from_the_enum() {
         e.contains("num_experts_per_tok 3 must be from 1 to the 2 experts"),
         "{e}"
     );
+}
+
+/// Qwen3-30B-A3B by hand: per layer attention `2048 x (4096 + 2 x 512) + 4096 x 2048`, the
+/// query and key norms, 128 experts of `3 x 2048 x 768`, the router `128 x 2048`, two norms.
+#[test]
+fn qwen3_30b_a3b_by_hand() {
+    let a = arch(shipped!("qwen3-30b-a3b"));
+    let attention = 2048 * (4096 + 2 * 512) + 4096 * 2048 + 2 * 128;
+    let layer = attention + 128 * 3 * 2048 * 768 + 128 * 2048 + 2 * 2048;
+    assert_eq!(parameters(&a), 48 * layer + 2 * 151_936 * 2048 + 2048);
+    assert!(a
+        .layer_kinds
+        .iter()
+        .all(|l| l.feed_forward == FeedForward::Experts && l.attention == Attention::Full));
+}
+
+/// Qwen3-MoE's per-layer choice: `mlp_only_layers` and `decoder_sparse_step` (a layer is
+/// a mixture of experts when the step divides its 1-based index), the dense layers at
+/// `intermediate_size`; the window only with `use_sliding_window`.
+#[test]
+fn qwen3_moe_layers_follow_mlp_only_layers_and_the_sparse_step() {
+    let moe = |extra: &str| {
+        tiny(
+            "qwen3_moe",
+            &format!(
+                r#","num_hidden_layers":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32{extra}"#
+            ),
+        )
+    };
+    let kinds = |a: &Architecture| -> Vec<bool> {
+        a.layer_kinds
+            .iter()
+            .map(|l| l.feed_forward == FeedForward::Experts)
+            .collect()
+    };
+    assert_eq!(kinds(&moe("")), [true, true, true, true]);
+    assert_eq!(
+        kinds(&moe(r#","decoder_sparse_step":2"#)),
+        [false, true, false, true]
+    );
+    assert_eq!(
+        kinds(&moe(r#","mlp_only_layers":[0,3]"#)),
+        [false, true, true, false]
+    );
+    // One dense layer instead of an expert layer: 3 x 64 x 128 instead of 4 experts of
+    // 3 x 64 x 32 and the 4 x 64 router.
+    let all = parameters(&moe(""));
+    let one_dense = parameters(&moe(r#","mlp_only_layers":[1]"#));
+    assert_eq!(one_dense + 4 * 3 * 64 * 32 + 4 * 64, all + 3 * 64 * 128);
+    for (extra, needle) in [
+        (
+            r#","mlp_only_layers":[4]"#,
+            "\"mlp_only_layers\" must be a list of layer indices from 0 to 3",
+        ),
+        (
+            r#","mlp_only_layers":"0""#,
+            "\"mlp_only_layers\" must be a list",
+        ),
+        (
+            r#","decoder_sparse_step":0"#,
+            "\"decoder_sparse_step\" must be a whole number",
+        ),
+        (
+            r#","num_local_experts":8"#,
+            "num_experts 4 and num_local_experts 8 disagree",
+        ),
+    ] {
+        let text = format!(
+            r#"{{"model_type":"qwen3_moe","hidden_size":64,"intermediate_size":128,"num_hidden_layers":4,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128,"num_experts":4,
+"num_experts_per_tok":2,"moe_intermediate_size":32{extra}}}"#
+        );
+        let e = refusal(&text);
+        assert!(e.contains(needle), "{extra}: {e}");
+    }
+    let window = r#","sliding_window":8"#;
+    assert_eq!(moe(window).sliding_window(), None);
+    let on = r#","sliding_window":8,"use_sliding_window":true"#;
+    assert_eq!(moe(on).sliding_layers(), 4);
+}
+
+/// One valid small config per family (every field it reads stated), for the classes below.
+fn base(family: Family) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "model_type": family.model_type(), "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "vocab_size": 128, "tie_word_embeddings": false, "attention_bias": false,
+        "mlp_bias": false, "torch_dtype": "bfloat16", "sliding_window": 8,
+    });
+    let extra = match family {
+        Family::Mixtral => serde_json::json!({"num_local_experts": 4, "num_experts_per_tok": 2}),
+        Family::Qwen2 | Family::Qwen3 => {
+            serde_json::json!({"use_sliding_window": true, "max_window_layers": 1})
+        }
+        Family::Gemma3Text => serde_json::json!({"sliding_window_pattern": 2}),
+        Family::DeepseekV2 | Family::DeepseekV3 => serde_json::json!({
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+            "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+            "v_head_dim": 8}),
+        Family::Qwen3Moe => serde_json::json!({
+            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "decoder_sparse_step": 1, "mlp_only_layers": [1], "use_sliding_window": true}),
+        _ => serde_json::json!({}),
+    };
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    if family == Family::Gemma3 {
+        let text = v.clone();
+        v = serde_json::json!({"model_type": "gemma3", "text_config": text,
+            "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+            "image_size": 32, "patch_size": 16, "num_channels": 3, "vision_use_head": false}});
+        v["text_config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("model_type");
+    }
+    v
+}
+
+/// Every field a family reads, given the wrong JSON type, is refused naming it (never read
+/// as "absent"): `attention_bias: "yes"`, `layer_types: "full_attention"`,
+/// `quantization_config: "gptq"` included.
+#[test]
+fn a_field_of_the_wrong_type_is_refused_by_name() {
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
+        let scope = |v: &mut serde_json::Value| -> serde_json::Map<String, serde_json::Value> {
+            match family {
+                Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+                _ => v.as_object().unwrap().clone(),
+            }
+        };
+        let mut keys: Vec<String> = scope(&mut good.clone()).keys().cloned().collect();
+        keys.retain(|k| k != "model_type");
+        keys.extend(["layer_types", "quantization_config"].map(String::from));
+        for key in keys {
+            let numeric = good
+                .get(&key)
+                .or_else(|| good.get("text_config").and_then(|t| t.get(&key)))
+                .is_some_and(|v| v.is_number() || v.is_boolean());
+            // A string where a number or a boolean is expected; a number where a string, a
+            // list or an object is.
+            let wrong = if numeric {
+                serde_json::json!("yes")
+            } else {
+                serde_json::json!(7)
+            };
+            let mut bad = good.clone();
+            match family {
+                Family::Gemma3 => bad["text_config"][&key] = wrong.clone(),
+                _ => bad[&key] = wrong.clone(),
+            }
+            if key == "quantization_config" {
+                bad[&key] = serde_json::json!("gptq");
+            }
+            if key == "layer_types" {
+                match family {
+                    Family::Gemma3 => {
+                        bad["text_config"][&key] = serde_json::json!("full_attention")
+                    }
+                    _ => bad[&key] = serde_json::json!("full_attention"),
+                }
+            }
+            // DeepSeek reads no window (its attention has none): the key is not its own.
+            let ignored = matches!(family, Family::DeepseekV2 | Family::DeepseekV3)
+                && matches!(key.as_str(), "sliding_window" | "layer_types" | "mlp_bias");
+            match read(&bad) {
+                Ok(_) if ignored => {}
+                Ok(_) => panic!("{family:?}: {key} = {wrong} was accepted"),
+                Err(e) => assert!(
+                    e.to_string().contains(&format!("\"{key}\"")),
+                    "{family:?} {key}: {e}"
+                ),
+            }
+        }
+    }
+}
+
+/// Absent or null, a field is either refused naming it or planned: never a panic, never a
+/// refusal about another field.
+#[test]
+fn an_absent_or_null_field_is_planned_or_refused_by_name() {
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        let inner = |v: &serde_json::Value| match family {
+            Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+            _ => v.as_object().unwrap().clone(),
+        };
+        for key in inner(&good).keys().filter(|k| *k != "model_type") {
+            for null in [false, true] {
+                let mut changed = good.clone();
+                let target = match family {
+                    Family::Gemma3 => changed["text_config"].as_object_mut().unwrap(),
+                    _ => changed.as_object_mut().unwrap(),
+                };
+                if null {
+                    target.insert(key.clone(), serde_json::Value::Null);
+                } else {
+                    target.remove(key);
+                }
+                if let Err(e) = read(&changed) {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(key.as_str()),
+                        "{family:?} {key} (null {null}): {e}"
+                    );
+                }
+            }
+        }
+    }
 }
