@@ -459,7 +459,7 @@ fn huge_products_are_refused_not_wrapped() {
         r#"{"model_type":"deepseek_v2","hidden_size":16,"intermediate_size":16,"num_hidden_layers":2,
 "num_attention_heads":1,"vocab_size":16,"n_routed_experts":1,"num_experts_per_tok":1,
 "moe_intermediate_size":1099511627776,"n_shared_experts":16777216,"kv_lora_rank":4,
-"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"torch_dtype":"bfloat16"}"#,
+"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"q_lora_rank":null,"torch_dtype":"bfloat16"}"#,
     )
     .unwrap();
     refused(d, &[], 2, "overflows 64 bits");
@@ -467,7 +467,7 @@ fn huge_products_are_refused_not_wrapped() {
     std::fs::write(
         d.join("config.json"),
         r#"{"model_type":"mixtral","hidden_size":1,"intermediate_size":917217481106,"num_hidden_layers":1,
-"num_attention_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
+"num_attention_heads":1,"num_key_value_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
 "torch_dtype":"bfloat16"}"#,
     )
     .unwrap();

@@ -2,7 +2,10 @@
 //! `modeling_deepseek_v3.py`): multi-head latent attention on every layer (no window); the
 //! first `first_k_dense_replace` layers dense, the others a mixture of `n_routed_experts`
 //! experts (routed experts, router, V3's score-correction bias, shared experts) when the
-//! config has experts.
+//! config has experts. A config that leaves out `n_routed_experts` or `q_lora_rank` is
+//! refused naming it (the classes would build 64 or 256 experts and a 1536-wide query
+//! compression, far from a config that simply does not mention them); `null` states
+//! "none".
 
 use super::{check_experts, decoder, gated_mlp, layer_count, layer_norms, stacked_experts};
 use super::{Architecture, Attention, ClassDefaults, Experts, Family, FeedForward, Latent, Layer};
@@ -11,16 +14,66 @@ use crate::plan::layout::Sink;
 use crate::{Error, Result};
 use serde_json::{Map, Value};
 
+/// Class defaults (transformers 5.17) for absent keys that keep the architecture a config
+/// describes: shared experts (`DeepseekV2Config` 2, `DeepseekV3Config` 1), dense first
+/// layers (V2 0, V3 3), an expert layer every `moe_layer_freq` (1).
+fn defaults(family: Family) -> &'static [(&'static str, u64)] {
+    match family {
+        Family::DeepseekV3 => &[
+            ("n_shared_experts", 1),
+            ("first_k_dense_replace", 3),
+            ("moe_layer_freq", 1),
+        ],
+        _ => &[
+            ("n_shared_experts", 2),
+            ("first_k_dense_replace", 0),
+            ("moe_layer_freq", 1),
+        ],
+    }
+}
+
+/// Refuses a config that leaves out `key`: the class would build `built` (its default),
+/// which a config that does not say so may well not mean; `null` states the feature is off.
+fn stated(f: &Fields, family: Family, key: &str, built: &str, off: &str) -> Result<()> {
+    if f.get(key).is_none() {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}) has no \"{key}\": transformers would build {built}; state it (null for {off})",
+            family.model_type()
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
-    let f = Fields::new(top, family.model_type());
-    let defaults = ClassDefaults {
+    let f = Fields::new(top, family.model_type()).with_defaults(defaults(family));
+    let class = ClassDefaults {
         head_dim: None,
         tied: false,
+        kv_nullable: true,
     };
-    let mut arch = decoder(family, &f, top, defaults)?;
+    let mut arch = decoder(family, &f, top, class)?;
     let count = layer_count(arch.layers)?;
+    let routed_default = if family == Family::DeepseekV3 {
+        "256"
+    } else {
+        "64"
+    };
+    stated(
+        &f,
+        family,
+        "n_routed_experts",
+        &format!("{routed_default} routed experts"),
+        "a dense model",
+    )?;
+    stated(
+        &f,
+        family,
+        "q_lora_rank",
+        "a 1536-wide query compression",
+        "a plain query projection",
+    )?;
     let (experts, dense_layers) = match f.optional("n_routed_experts")? {
-        None | Some(0) => (None, arch.layers),
+        None => (None, arch.layers),
         Some(routed) => {
             let moe_intermediate = f.required("moe_intermediate_size")?;
             let shared = f.optional("n_shared_experts")?.unwrap_or(0);

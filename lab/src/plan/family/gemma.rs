@@ -10,10 +10,12 @@ use crate::Result;
 use serde_json::{Map, Value};
 
 pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
-    let f = Fields::new(top, family.model_type());
+    // GemmaConfig (transformers 5.17): 16 key/value heads where the config is silent.
+    let f = Fields::new(top, family.model_type()).with_defaults(&[("num_key_value_heads", 16)]);
     let defaults = ClassDefaults {
         head_dim: Some(256),
         tied: true,
+        kv_nullable: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let full = |_, count| Ok(vec![Attention::Full; count]);

@@ -10,11 +10,15 @@ use crate::plan::layout::Sink;
 use crate::Result;
 use serde_json::{Map, Value};
 
+/// `Gemma2Config` defaults (transformers 5.17) for absent keys.
+const DEFAULTS: [(&str, u64); 2] = [("num_key_value_heads", 4), ("sliding_window", 4096)];
+
 pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
-    let f = Fields::new(top, family.model_type());
+    let f = Fields::new(top, family.model_type()).with_defaults(&DEFAULTS);
     let defaults = ClassDefaults {
         head_dim: Some(256),
         tied: true,
+        kv_nullable: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let alternate = |w, count| Ok(slide_where(w, count, |i| i % 2 == 0));

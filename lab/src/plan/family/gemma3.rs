@@ -49,6 +49,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     let defaults = ClassDefaults {
         head_dim: Some(256),
         tied: true,
+        kv_nullable: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let pattern = attention_pattern(&f, arch.layers, |w, count| {

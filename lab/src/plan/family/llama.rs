@@ -16,6 +16,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     let defaults = ClassDefaults {
         head_dim: None,
         tied: false,
+        kv_nullable: true,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let full = |_, count| Ok(vec![Attention::Full; count]);

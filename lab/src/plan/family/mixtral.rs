@@ -1,6 +1,8 @@
 //! Mixtral (`MixtralConfig`, `modeling_mixtral.py`): Mistral's attention and window; every
 //! layer's feed-forward is `num_local_experts` experts of width `intermediate_size`, the
-//! router `E x H` assigned before the stacked experts.
+//! router `E x H` assigned before the stacked experts. `MixtralConfig` defaults
+//! (transformers 5.17) where a config is silent: `num_key_value_heads` 8, no window,
+//! `num_local_experts` 8, `num_experts_per_tok` 2.
 
 use super::{attention, attention_pattern, check_experts, decoder, gated_mlp, layer_norms};
 use super::{stacked_experts, Architecture, Attention, ClassDefaults, Experts, Family};
@@ -10,11 +12,19 @@ use crate::plan::layout::Sink;
 use crate::Result;
 use serde_json::{Map, Value};
 
+/// `MixtralConfig` defaults for absent keys.
+const DEFAULTS: [(&str, u64); 3] = [
+    ("num_key_value_heads", 8),
+    ("num_local_experts", 8),
+    ("num_experts_per_tok", 2),
+];
+
 pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
-    let f = Fields::new(top, family.model_type());
+    let f = Fields::new(top, family.model_type()).with_defaults(&DEFAULTS);
     let defaults = ClassDefaults {
         head_dim: None,
         tied: false,
+        kv_nullable: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let every = |w, count| Ok(vec![Attention::Sliding(w); count]);

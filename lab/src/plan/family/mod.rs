@@ -329,6 +329,9 @@ struct ClassDefaults {
     head_dim: Option<u64>,
     /// `tie_word_embeddings` when absent.
     tied: bool,
+    /// Whether `num_key_value_heads` may be null (the class's type is `int | None`, and
+    /// null means the attention heads); when not, the class refuses null, and so does lab.
+    kv_nullable: bool,
 }
 
 /// The fields every decoder family reads, with its class defaults; `top` is the config's
@@ -343,6 +346,12 @@ fn decoder(
     let hidden = f.required("hidden_size")?;
     let layers = f.required("num_hidden_layers")?;
     let heads = f.required("num_attention_heads")?;
+    if !defaults.kv_nullable && f.get("num_key_value_heads") == Some(&Value::Null) {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}): \"num_key_value_heads\" is null, which its configuration class refuses; give the number, or leave it out for the class default",
+            family.model_type()
+        )));
+    }
     let kv_heads = f.optional("num_key_value_heads")?.unwrap_or(heads);
     let head_dim = match f.optional("head_dim")?.or(defaults.head_dim) {
         Some(d) => d,

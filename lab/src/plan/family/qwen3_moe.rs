@@ -32,6 +32,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     let defaults = ClassDefaults {
         head_dim: None,
         tied: false,
+        kv_nullable: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let on = f.boolean("use_sliding_window")?.unwrap_or(false);

@@ -270,7 +270,7 @@ fn the_supported_list_and_refusals_come_from_the_enum() {
     assert!(missing.contains("has no \"model_type\""), "{missing}");
     let e = refusal(
         r#"{"model_type":"mixtral","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
-"num_attention_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
+"num_attention_heads":4,"num_key_value_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
     );
     assert!(
         e.contains("num_experts_per_tok 3 must be from 1 to the 2 experts"),
@@ -489,4 +489,156 @@ fn an_absent_or_null_field_is_planned_or_refused_by_name() {
             }
         }
     }
+}
+
+/// A config of `model_type` with 32 heads of 8 (hidden 256), 4 layers, and `extra` fields;
+/// no key/value heads and no window stated unless `extra` says so.
+fn bare(model_type: &str, extra: &str) -> std::result::Result<Architecture, String> {
+    read(
+        &serde_json::from_str(&format!(
+            r#"{{"model_type":"{model_type}","hidden_size":256,"intermediate_size":512,"num_hidden_layers":4,
+"num_attention_heads":32,"head_dim":8,"vocab_size":100{extra}}}"#
+        ))
+        .unwrap(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// transformers' own defaults for absent keys, and its reading of null, per family: the
+/// values `AutoConfig.for_model(model_type, ...)` resolves in transformers 5.17 for the same
+/// fields (checked with the pinned build of `scripts/module_order.py`).
+#[test]
+fn absent_and_null_fields_take_the_configuration_class_defaults() {
+    let kv = |model_type: &str, extra: &str| bare(model_type, extra).map(|a| a.kv_heads);
+    // Absent num_key_value_heads: each class its own default.
+    for (model_type, absent) in [
+        ("llama", 32),
+        ("phi3", 32),
+        ("mistral", 8),
+        ("mixtral", 8),
+        ("qwen2", 32),
+        ("qwen3", 32),
+        ("gemma", 16),
+        ("gemma2", 4),
+        ("gemma3_text", 4),
+        ("qwen3_moe", 4),
+    ] {
+        assert_eq!(kv(model_type, ""), Ok(absent), "{model_type}");
+    }
+    // Null: the attention heads where the class types it `int | None`, refused where `int`.
+    for model_type in ["llama", "phi3", "qwen2", "qwen3"] {
+        assert_eq!(kv(model_type, r#","num_key_value_heads":null"#), Ok(32));
+    }
+    for model_type in [
+        "mistral",
+        "mixtral",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "qwen3_moe",
+    ] {
+        let e = kv(model_type, r#","num_key_value_heads":null"#).unwrap_err();
+        assert!(
+            e.contains("\"num_key_value_heads\" is null"),
+            "{model_type}: {e}"
+        );
+    }
+    // Mistral's window is 4096 on every layer unless the config says null.
+    let mistral = bare("mistral", "").unwrap();
+    assert_eq!(
+        (mistral.sliding_window(), mistral.sliding_layers()),
+        (Some(4096), 4)
+    );
+    let off = bare("mistral", r#","sliding_window":null"#).unwrap();
+    assert_eq!(off.sliding_window(), None);
+    // Gemma 2: 4096 on every other layer by default; Mixtral: no window, 8 experts, 2 each.
+    let gemma2 = bare("gemma2", "").unwrap();
+    assert_eq!(
+        (gemma2.sliding_window(), gemma2.sliding_layers()),
+        (Some(4096), 2)
+    );
+    let mixtral = bare("mixtral", "").unwrap();
+    assert_eq!(mixtral.sliding_window(), None);
+    let e = mixtral.experts.unwrap();
+    assert_eq!((e.routed, e.per_token), (8, 2));
+}
+
+/// Qwen2/Qwen3 clear the window unless `use_sliding_window` is true, even where
+/// `layer_types` lists sliding layers: Qwen3 with 27 of 36 layers listed sliding keeps the
+/// whole context on all 36 (planning 9 would be 2.9 times too little at 32K).
+#[test]
+fn qwen_windows_need_use_sliding_window_even_with_layer_types() {
+    let types: Vec<&str> = (0..36)
+        .map(|i| {
+            if i < 9 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    let listed = format!(
+        r#","num_hidden_layers":36,"num_key_value_heads":8,"sliding_window":4096,"layer_types":{}"#,
+        serde_json::to_string(&types).unwrap()
+    );
+    for model_type in ["qwen2", "qwen3"] {
+        let text = format!(
+            r#"{{"model_type":"{model_type}","hidden_size":256,"intermediate_size":512,"num_attention_heads":32,"head_dim":8,"vocab_size":100{listed}}}"#
+        );
+        let off = arch(&text);
+        assert_eq!(off.sliding_layers(), 0, "{model_type}");
+        let full = kv_cache_bytes(&off, 2, 1, 32_768, true);
+        assert_eq!(full, 36 * 32_768 * 2 * 8 * 8 * 2);
+        let on = arch(&text.replace(
+            "\"sliding_window\"",
+            "\"use_sliding_window\":true,\"sliding_window\"",
+        ));
+        assert_eq!(on.sliding_layers(), 27, "{model_type}");
+        let windowed = kv_cache_bytes(&on, 2, 1, 32_768, true);
+        // 9 full layers at 32K and 27 at 4096: 2.9 times less than what transformers keeps.
+        assert_eq!(windowed, (9 * 32_768 + 27 * 4096) * 2 * 8 * 8 * 2);
+    }
+}
+
+/// DeepSeek: leaving out `n_routed_experts` or `q_lora_rank` is refused naming it (the
+/// classes would build 64/256 experts and a 1536-wide query compression); null states
+/// "none"; absent shared experts and dense first layers take each class's default.
+#[test]
+fn deepseek_refuses_absent_experts_and_query_rank() {
+    let full = r#","n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+"kv_lora_rank":16,"q_lora_rank":24,"qk_rope_head_dim":8,"qk_nope_head_dim":8,"v_head_dim":8"#;
+    for model_type in ["deepseek_v2", "deepseek_v3"] {
+        for key in ["n_routed_experts", "q_lora_rank"] {
+            let without = full.replace(&format!("\"{key}\":"), "\"unused\":");
+            let e = bare(model_type, &without).unwrap_err();
+            assert!(e.contains(&format!("has no \"{key}\"")), "{e}");
+            assert!(e.contains("state it (null for"), "{e}");
+            let null = full.replace(
+                &format!("\"{key}\":"),
+                &format!("\"{key}\":null,\"unused\":"),
+            );
+            bare(model_type, &null).unwrap();
+        }
+        let dense = bare(
+            model_type,
+            &full.replace(
+                "\"n_routed_experts\":",
+                "\"n_routed_experts\":null,\"unused\":",
+            ),
+        )
+        .unwrap();
+        assert!(dense.experts.is_none());
+    }
+    // Absent n_shared_experts and first_k_dense_replace: V2 2 and 0, V3 1 and 3.
+    let v2 = bare("deepseek_v2", full).unwrap();
+    assert_eq!(v2.experts.unwrap().shared_intermediate, 2 * 32);
+    assert_eq!(v2.layer_kinds[0].feed_forward, FeedForward::Experts);
+    let v3 = bare("deepseek_v3", full).unwrap();
+    assert_eq!(v3.experts.unwrap().shared_intermediate, 32);
+    let dense_first: Vec<bool> = v3
+        .layer_kinds
+        .iter()
+        .map(|l| l.feed_forward == FeedForward::Dense)
+        .collect();
+    assert_eq!(dense_first, [true, true, true, false]);
 }
