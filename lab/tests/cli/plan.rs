@@ -70,6 +70,8 @@ fn known_parameter_counts_per_family() {
         ("gemma-3-4b-it", 4300079472),
         // Qwen3-30B-A3B, a mixture of experts on every layer ("30.5B").
         ("qwen3-30b-a3b", 30532122624),
+        // Qwen1.5-MoE-A2.7B: experts, a shared expert and its gate ("14.3B").
+        ("qwen1.5-moe-a2.7b", 14315784192),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");

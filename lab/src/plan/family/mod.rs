@@ -21,6 +21,7 @@ mod mistral;
 mod mixtral;
 mod phi3;
 mod qwen2;
+mod qwen2_moe;
 mod qwen3;
 mod qwen3_moe;
 
@@ -81,6 +82,7 @@ families! {
     DeepseekV2 => deepseek, "deepseek_v2";
     DeepseekV3 => deepseek, "deepseek_v3";
     Qwen3Moe => qwen3_moe, "qwen3_moe";
+    Qwen2Moe => qwen2_moe, "qwen2_moe";
 }
 
 impl Family {

@@ -376,6 +376,10 @@ fn base(family: Family) -> serde_json::Value {
             "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
             "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
             "v_head_dim": 8}),
+        Family::Qwen2Moe => serde_json::json!({
+            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48, "decoder_sparse_step": 1, "qkv_bias": true,
+            "mlp_only_layers": [1], "use_sliding_window": true, "max_window_layers": 2}),
         Family::Qwen3Moe => serde_json::json!({
             "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
             "decoder_sparse_step": 1, "mlp_only_layers": [1], "use_sliding_window": true}),
@@ -522,6 +526,7 @@ fn absent_and_null_fields_take_the_configuration_class_defaults() {
         ("gemma2", 4),
         ("gemma3_text", 4),
         ("qwen3_moe", 4),
+        ("qwen2_moe", 16),
     ] {
         assert_eq!(kv(model_type, ""), Ok(absent), "{model_type}");
     }
@@ -641,4 +646,37 @@ fn deepseek_refuses_absent_experts_and_query_rank() {
         .map(|l| l.feed_forward == FeedForward::Dense)
         .collect();
     assert_eq!(dense_first, [true, true, true, false]);
+}
+
+/// Qwen1.5-MoE-A2.7B by hand: per layer attention `4 x 2048 x 2048` with q, k, v biases, 60
+/// experts of `3 x 2048 x 1408`, the router `60 x 2048`, one shared expert `3 x 2048 x 5632`
+/// and its gate `1 x 2048`, two norms; the untied head.
+#[test]
+fn qwen1_5_moe_by_hand() {
+    let a = arch(shipped!("qwen1.5-moe-a2.7b"));
+    let layer = 4 * 2048 * 2048
+        + 3 * 2048
+        + 60 * 3 * 2048 * 1408
+        + 60 * 2048
+        + 3 * 2048 * 5632
+        + 2048
+        + 2 * 2048;
+    assert_eq!(parameters(&a), 24 * layer + 2 * 151_936 * 2048 + 2048);
+    assert_eq!(a.sliding_window(), None);
+    // A window only with use_sliding_window: the even layers below max_window_layers.
+    let on = arch(&shipped!("qwen1.5-moe-a2.7b").replace(
+        "\"use_sliding_window\": false",
+        "\"use_sliding_window\": true",
+    ));
+    assert_eq!(on.sliding_layers(), 11);
+    assert_eq!(on.sliding_window(), Some(32_768));
+    // layer_types listing sliding layers without use_sliding_window: a window of 0, refused.
+    let e = refusal(&shipped!("qwen1.5-moe-a2.7b").replace(
+        "\"use_sliding_window\": false",
+        &format!(
+            "\"use_sliding_window\": false, \"layer_types\": {}",
+            serde_json::to_string(&vec!["sliding_attention"; 24]).unwrap()
+        ),
+    ));
+    assert!(e.contains("use_sliding_window is not true"), "{e}");
 }
