@@ -72,6 +72,8 @@ fn known_parameter_counts_per_family() {
         ("qwen3-30b-a3b", 30532122624),
         // Qwen1.5-MoE-A2.7B: experts, a shared expert and its gate ("14.3B").
         ("qwen1.5-moe-a2.7b", 14315784192),
+        // Granite-3.3-8B-Instruct, tied embeddings.
+        ("granite-3.3-8b-instruct", 8170864640),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");

@@ -16,6 +16,7 @@ mod deepseek;
 mod gemma;
 mod gemma2;
 mod gemma3;
+mod granite;
 mod llama;
 mod mistral;
 mod mixtral;
@@ -83,6 +84,7 @@ families! {
     DeepseekV3 => deepseek, "deepseek_v3";
     Qwen3Moe => qwen3_moe, "qwen3_moe";
     Qwen2Moe => qwen2_moe, "qwen2_moe";
+    Granite => granite, "granite";
 }
 
 impl Family {

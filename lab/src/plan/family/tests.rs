@@ -126,6 +126,13 @@ fn every_family_counts_its_own_tensors() {
     let cases = [
         ("llama", "", TINY_LLAMA),
         ("mistral", "", TINY_LLAMA),
+        // Granite: Llama's tensors (its multipliers add none).
+        ("granite", "", TINY_LLAMA),
+        (
+            "granite",
+            r#","attention_bias":true,"mlp_bias":true"#,
+            TINY_LLAMA + 2 * (192 + 320),
+        ),
         // Phi-3 fuses q, k, v and gate, up: the same totals.
         ("phi3", "", TINY_LLAMA),
         // Qwen2: biases on q (64), k and v (32 each) in every layer.
@@ -446,9 +453,12 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
                     _ => bad[&key] = serde_json::json!("full_attention"),
                 }
             }
-            // DeepSeek reads no window (its attention has none): the key is not its own.
-            let ignored = matches!(family, Family::DeepseekV2 | Family::DeepseekV3)
-                && matches!(key.as_str(), "sliding_window" | "layer_types" | "mlp_bias");
+            // DeepSeek and Granite read no window (their attention has none): the keys are
+            // not theirs.
+            let ignored = matches!(
+                family,
+                Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite
+            ) && matches!(key.as_str(), "sliding_window" | "layer_types");
             match read(&bad) {
                 Ok(_) if ignored => {}
                 Ok(_) => panic!("{family:?}: {key} = {wrong} was accepted"),
@@ -527,11 +537,12 @@ fn absent_and_null_fields_take_the_configuration_class_defaults() {
         ("gemma3_text", 4),
         ("qwen3_moe", 4),
         ("qwen2_moe", 16),
+        ("granite", 32),
     ] {
         assert_eq!(kv(model_type, ""), Ok(absent), "{model_type}");
     }
     // Null: the attention heads where the class types it `int | None`, refused where `int`.
-    for model_type in ["llama", "phi3", "qwen2", "qwen3"] {
+    for model_type in ["llama", "phi3", "qwen2", "qwen3", "granite"] {
         assert_eq!(kv(model_type, r#","num_key_value_heads":null"#), Ok(32));
     }
     for model_type in [
