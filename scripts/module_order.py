@@ -75,6 +75,8 @@ def synthetic():
             **{**small, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
             num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
             decoder_sparse_step=2, mlp_only_layers=[3]),
+        # OLMo 2: query and key norms over all heads, grouped key/value heads.
+        "synthetic-olmo2": T.Olmo2Config(**small, num_key_value_heads=2),
         "synthetic-gemma3-vision": gemma3,
         "synthetic-gemma3-vision-head": head,
     }

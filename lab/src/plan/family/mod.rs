@@ -20,6 +20,7 @@ mod granite;
 mod llama;
 mod mistral;
 mod mixtral;
+mod olmo2;
 mod phi3;
 mod qwen2;
 mod qwen2_moe;
@@ -85,6 +86,7 @@ families! {
     Qwen3Moe => qwen3_moe, "qwen3_moe";
     Qwen2Moe => qwen2_moe, "qwen2_moe";
     Granite => granite, "granite";
+    Olmo2 => olmo2, "olmo2";
 }
 
 impl Family {

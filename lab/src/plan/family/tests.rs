@@ -126,6 +126,8 @@ fn every_family_counts_its_own_tensors() {
     let cases = [
         ("llama", "", TINY_LLAMA),
         ("mistral", "", TINY_LLAMA),
+        // OLMo 2: query and key norms over all heads (64 and 32 wide) in each layer.
+        ("olmo2", "", TINY_LLAMA + 2 * (64 + 32)),
         // Granite: Llama's tensors (its multipliers add none).
         ("granite", "", TINY_LLAMA),
         (
@@ -453,11 +455,11 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
                     _ => bad[&key] = serde_json::json!("full_attention"),
                 }
             }
-            // DeepSeek and Granite read no window (their attention has none): the keys are
+            // DeepSeek, Granite and OLMo 2 read no window (their attention has none): the keys are
             // not theirs.
             let ignored = matches!(
                 family,
-                Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite
+                Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite | Family::Olmo2
             ) && matches!(key.as_str(), "sliding_window" | "layer_types");
             match read(&bad) {
                 Ok(_) if ignored => {}
@@ -538,6 +540,7 @@ fn absent_and_null_fields_take_the_configuration_class_defaults() {
         ("qwen3_moe", 4),
         ("qwen2_moe", 16),
         ("granite", 32),
+        ("olmo2", 32),
     ] {
         assert_eq!(kv(model_type, ""), Ok(absent), "{model_type}");
     }
