@@ -77,13 +77,14 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// `true` or `false` when present and not null.
+    /// `true` or `false` when present (`None` when absent). The configuration classes type
+    /// these fields `bool` and refuse null, and so does this reader.
     ///
     /// # Errors
-    /// [`Error::Usage`] naming the field when it is anything else.
+    /// [`Error::Usage`] naming the field when it is anything else, null included.
     pub fn boolean(&self, key: &str) -> Result<Option<bool>> {
         match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
+            None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(Error::usage(format!(
                 "config.json: \"{key}\" must be true or false, found {}",

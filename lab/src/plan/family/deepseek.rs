@@ -16,7 +16,9 @@ use serde_json::{Map, Value};
 
 /// Class defaults (transformers 5.17) for absent keys that keep the architecture a config
 /// describes: shared experts (`DeepseekV2Config` 2, `DeepseekV3Config` 1), dense first
-/// layers (V2 0, V3 3), an expert layer every `moe_layer_freq` (1).
+/// layers (V2 0, V3 3), an expert layer every `moe_layer_freq` (1). An absent
+/// `num_key_value_heads` stays the attention heads (V3's class says 128): latent attention
+/// caches one latent per token whatever that count is.
 fn defaults(family: Family) -> &'static [(&'static str, u64)] {
     match family {
         Family::DeepseekV3 => &[

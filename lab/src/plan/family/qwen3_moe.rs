@@ -7,7 +7,7 @@
 //! `decoder_sparse_step` does not divide its 1-based index (transformers'
 //! `Qwen3MoeDecoderLayer`). Class defaults taken where a config is silent:
 //! `num_key_value_heads` 4, `num_experts` (or `num_local_experts`) 128, `num_experts_per_tok` 8,
-//! `moe_intermediate_size` 768, `decoder_sparse_step` 1, `head_dim` `hidden_size /
+//! `moe_intermediate_size` 768, `decoder_sparse_step` 1, `sliding_window` 4096, `head_dim` `hidden_size /
 //! num_attention_heads`, untied embeddings. `sliding_window` counts only with
 //! `use_sliding_window` (`Qwen3MoeConfig.__post_init__` clears it otherwise), on every layer.
 
@@ -20,8 +20,9 @@ use crate::{Error, Result};
 use serde_json::{Map, Value};
 
 /// `Qwen3MoeConfig` defaults for the fields read here that a config may leave out.
-const DEFAULTS: [(&str, u64); 4] = [
+const DEFAULTS: [(&str, u64); 5] = [
     ("num_key_value_heads", 4),
+    ("sliding_window", 4096),
     ("num_experts_per_tok", 8),
     ("moe_intermediate_size", 768),
     ("decoder_sparse_step", 1),

@@ -562,6 +562,18 @@ fn absent_and_null_fields_take_the_configuration_class_defaults() {
             "{model_type}: {e}"
         );
     }
+    // A null boolean: the classes type them bool and refuse null.
+    for key in [
+        "tie_word_embeddings",
+        "attention_bias",
+        "use_sliding_window",
+    ] {
+        let e = bare("qwen3", &format!(r#","{key}":null"#)).unwrap_err();
+        assert!(
+            e.contains(&format!("\"{key}\" must be true or false, found null")),
+            "{e}"
+        );
+    }
     // Mistral's window is 4096 on every layer unless the config says null.
     let mistral = bare("mistral", "").unwrap();
     assert_eq!(
