@@ -2,43 +2,22 @@
 //! that plays a machine of several GPUs: the folder layout, the documents, the comparison and
 //! its flags, and the refusals (docs/PROTOCOL.md §4.7).
 
-use super::support::lab;
+use super::support::{fake, lab};
 use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// The environment part of a worker reply for GPU `index` of `count`.
 fn environment(index: u32, count: u32, memory: u64) -> Value {
-    json!({
-        "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
-        "device_count": count,
-        "device": {"index": index, "name": "Fake GPU", "compute_capability": "9.0",
-                   "total_memory_bytes": memory, "multiprocessor_count": 132},
-        "device_problem": null, "tf32_matmul_allowed": false
-    })
+    serde_json::to_value(fake::environment(index, u64::from(count), memory)).unwrap()
 }
 
 /// A measurement reply for GPU `index` whose warm forwards take `gpu_seconds` of events.
 fn measurement(index: u32, count: u32, gpu_seconds: f64, memory: u64) -> String {
-    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
-        json!({
-            "phase": phase, "repetition": rep, "forward_passes": passes,
-            "wall_seconds": gpu_seconds * 1.2, "gpu_seconds": gpu_seconds,
-            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
-            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
-            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
-        })
-    };
-    let phases = vec![
-        row("model_load", None, 0, 0, 132_608, 132_608),
-        row("inputs", None, 0, 132_608, 136_704, 136_704),
-        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
-        row("warmup", None, 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
-    ];
-    json!({"measurement": {"environment": environment(index, count, memory), "phases": phases}})
-        .to_string()
+    fake::measurement(
+        fake::environment(index, u64::from(count), memory),
+        fake::phases(gpu_seconds * 1.2, gpu_seconds),
+    )
 }
 
 /// A fake worker for `count` GPUs: answers an environment request with `env-N.json` and a
