@@ -7,11 +7,6 @@ use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// The environment part of a worker reply for GPU `index` of `count`.
-fn environment(index: u32, count: u32, memory: u64) -> Value {
-    serde_json::to_value(fake::environment(index, u64::from(count), memory)).unwrap()
-}
-
 /// A measurement reply for GPU `index` whose warm forwards take `gpu_seconds` of events.
 fn measurement(index: u32, count: u32, gpu_seconds: f64, memory: u64) -> String {
     fake::measurement(
@@ -25,8 +20,12 @@ fn measurement(index: u32, count: u32, gpu_seconds: f64, memory: u64) -> String 
 fn fake_fleet(dir: &Path, count: u32, replies: &[(u32, String)]) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     for index in 0..count {
-        let env = json!({"environment": environment(index, count, 150_109_880_320)});
-        std::fs::write(dir.join(format!("env-{index}.json")), env.to_string()).unwrap();
+        let env = fake::environment_reply(fake::environment(
+            index,
+            u64::from(count),
+            fake::FAKE_GPU_BYTES,
+        ));
+        std::fs::write(dir.join(format!("env-{index}.json")), env).unwrap();
     }
     for (index, reply) in replies {
         std::fs::write(dir.join(format!("m-{index}.json")), reply).unwrap();
@@ -154,11 +153,11 @@ fn a_slow_gpu_and_a_smaller_one_are_flagged() {
 #[test]
 fn a_gpu_that_fails_is_flagged_the_others_are_written_and_the_exit_is_1() {
     let dir = tempfile::tempdir().unwrap();
-    let oom = json!({"error": {"kind": "out_of_memory", "message": "out of memory on cuda:1"}});
-    let replies = [
-        (0, measurement(0, 2, 40e-6, 150_109_880_320)),
-        (1, oom.to_string()),
-    ];
+    let oom = fake::error(
+        lab::worker::WorkerErrorKind::OutOfMemory,
+        "out of memory on cuda:1",
+    );
+    let replies = [(0, measurement(0, 2, 40e-6, 150_109_880_320)), (1, oom)];
     let worker = fake_fleet(dir.path(), 2, &replies);
     let folder = dir.path().join("fleet");
     let output = measure_all(&worker, "all", &folder).output().unwrap();

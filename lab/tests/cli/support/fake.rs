@@ -3,7 +3,9 @@
 //! so that no test types the JSON of a reply or the six counters by hand.
 
 use lab::document::{AllocatorCounters, LibtorchFacts, Phase, PhaseRow};
-use lab::worker::{DeviceInfo, WorkerEnvironment, WorkerMeasurement, WorkerReply};
+use lab::worker::{
+    DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
+};
 
 /// Memory of the fake GPU, bytes (an H200's `totalGlobalMem`, as in `data/gpu-memory.csv`).
 pub const FAKE_GPU_BYTES: u64 = 150_109_880_320;
@@ -81,4 +83,12 @@ pub fn measurement(environment: WorkerEnvironment, phases: Vec<PhaseRow>) -> Str
 /// An environment reply.
 pub fn environment_reply(environment: WorkerEnvironment) -> String {
     reply_line(&WorkerReply::Environment(environment))
+}
+
+/// An error reply of `kind` saying `message`.
+pub fn error(kind: WorkerErrorKind, message: &str) -> String {
+    reply_line(&WorkerReply::Error(WorkerError {
+        kind,
+        message: message.to_owned(),
+    }))
 }
