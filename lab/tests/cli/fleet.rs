@@ -270,11 +270,15 @@ fn environment_of_every_gpu_is_compared() {
 #[test]
 fn graph_replays_flag_is_checked_and_the_graph_reaches_the_document() {
     let dir = tempfile::tempdir().unwrap();
-    let counters = json!({
-        "baseline_allocated_bytes": 140_800, "baseline_reserved_bytes": 2_097_152,
-        "end_allocated_bytes": 34_754_048, "end_reserved_bytes": 37_748_736,
-        "peak_allocated_bytes": 34_787_328, "peak_reserved_bytes": 37_748_736
-    });
+    let counters = serde_json::to_value(lab::document::AllocatorCounters {
+        baseline_allocated_bytes: 140_800,
+        baseline_reserved_bytes: 2_097_152,
+        end_allocated_bytes: 34_754_048,
+        end_reserved_bytes: 37_748_736,
+        peak_allocated_bytes: 34_787_328,
+        peak_reserved_bytes: 37_748_736,
+    })
+    .unwrap();
     let mut reply: Value =
         serde_json::from_str(&measurement(0, 1, 40e-6, 150_109_880_320)).unwrap();
     reply["measurement"]["graph"] = json!({

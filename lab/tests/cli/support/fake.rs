@@ -32,8 +32,9 @@ pub fn environment(index: u32, count: u64, memory: u64) -> WorkerEnvironment {
     }
 }
 
-/// Counters whose reserved bytes stay at one 2 MiB segment.
-fn counters(base: u64, end: u64, peak: u64) -> AllocatorCounters {
+/// Counters of `base`, `end` and `peak` allocated bytes whose reserved bytes stay at one
+/// 2 MiB segment.
+pub fn counters(base: u64, end: u64, peak: u64) -> AllocatorCounters {
     AllocatorCounters {
         baseline_allocated_bytes: base,
         baseline_reserved_bytes: 2_097_152,
@@ -64,6 +65,25 @@ pub fn phases(wall: f64, gpu: f64) -> Vec<PhaseRow> {
         row(Phase::WarmForward, Some(1), 1, forward),
         row(Phase::WarmForward, Some(2), 1, forward),
     ]
+}
+
+/// One phase row of a document as JSON text (a `phases` entry).
+pub fn row_json(
+    phase: Phase,
+    repetition: Option<u64>,
+    forward_passes: u64,
+    timings: (f64, Option<f64>),
+    counters: AllocatorCounters,
+) -> String {
+    serde_json::to_string(&PhaseRow {
+        phase,
+        repetition,
+        forward_passes,
+        wall_seconds: timings.0,
+        gpu_seconds: timings.1,
+        counters,
+    })
+    .unwrap()
 }
 
 /// The worker's one line of output for `reply`.
