@@ -42,14 +42,14 @@ pub fn read(path: &Path) -> Result<Model> {
         (path.to_path_buf(), None)
     };
     // A config.json that is there but not a file (a folder, a FIFO, a dangling link) is
-    // reported as such by read_text, not as missing.
+    // reported as such by the read, not as missing.
     if folder.is_some() && !safetensors::present(&config_path)? {
         return Err(Error::usage(format!(
             "--model {shown}: the folder has no config.json (a Hugging Face model folder holds one)"
         )));
     }
     let config_shown = crate::text::one_line(&config_path.display().to_string());
-    let text = safetensors::read_text(&config_path, config::MAX_CONFIG_BYTES, "model config")?;
+    let text = crate::input::model_text(&config_path, config::MAX_CONFIG_BYTES, "model config")?;
     // The strict reader refuses a key given twice (a plain reader keeps the last one).
     let value = match json::parse(json::strip_bom(text.as_bytes())) {
         Ok(value) => value,
