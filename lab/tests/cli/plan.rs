@@ -399,7 +399,10 @@ fn new_families_kv_cache_and_peak_match_the_h200() {
             let total = p["memory"]["total_bytes"].as_u64().unwrap() as i128;
             let peak = measured(8) as i128;
             // |predicted - measured| <= 5 % of measured, in integers.
-            assert!((total - peak).abs() * 100 <= peak * 5, "{line}: plan {total}");
+            assert!(
+                (total - peak).abs() * 100 <= peak * 5,
+                "{line}: plan {total}"
+            );
             rows += 1;
         }
     }
