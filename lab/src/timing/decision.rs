@@ -130,6 +130,10 @@ pub struct Speed {
     /// Time per output token at the batch, seconds, 6 decimals (training: 0).
     #[serde(with = "rust_decimal::serde::str")]
     pub tpot_s: Decimal,
+    /// Output tokens per second of the whole workload on one package's lots (training:
+    /// training tokens per second), 1 decimal.
+    #[serde(with = "rust_decimal::serde::str")]
+    pub workload_tokens_per_s: Decimal,
     /// Hours the whole workload takes on one package's lots, 2 decimals.
     #[serde(with = "rust_decimal::serde::str")]
     pub hours: Decimal,
@@ -147,8 +151,12 @@ pub struct Setup {
     pub replicas_per_lot: u64,
     /// Lots one pipelined replica spans (1 without a pipeline).
     pub lots_per_replica: u64,
-    /// Sequences per replica.
+    /// Sequences per replica (the exact memory model's largest, or `--batch`): the expected
+    /// figures' batch.
     pub batch: u64,
+    /// The ceiling's batch: an engine's largest (paged cache at average occupancy, no prefill
+    /// workspace), at least `batch`.
+    pub ceiling_batch: u64,
     /// Memory each GPU needs, bytes.
     pub need_bytes_per_gpu: u64,
     /// Ceiling figures.
@@ -282,7 +290,6 @@ pub fn decide(
         setups.sort_by_key(|s| s.expected.hours);
         let chosen = setups.remove(0);
         let seconds = Decimal::from(u64::from(entry.days) * 24 * HOUR);
-        let base_lots = chosen.lots_per_replica;
         let base_hours = chosen.expected.hours;
         row.package_covers = Some(base_hours * Decimal::from(HOUR) <= seconds);
         row.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents);
@@ -298,7 +305,6 @@ pub fn decide(
             let produced = Decimal::from(tokens) * seconds / (base_hours * Decimal::from(HOUR));
             row.package_tokens = u64::try_from(produced.floor()).ok();
         }
-        let _ = base_lots;
         if let Some(f) = &row.finish {
             row.predicted_usd_per_million_tokens = Some(round(
                 f.cost_usd * Decimal::from(1_000_000u64) / Decimal::from(tokens),
@@ -395,7 +401,40 @@ fn per_gpu(need: &Need, arch: &crate::plan::config::Architecture, t: u64, p: u64
 
 /// The largest batch up to `cap` fitting `usable` at degree t over p lots.
 fn largest_batch(inputs: &Inputs, t: u64, p: u64, usable: u128, cap: u64) -> Option<u64> {
-    let fits = |b: u64| per_gpu(&inputs.needs.at(b), inputs.arch, t, p) <= usable;
+    largest(inputs, usable, cap, &|b| {
+        per_gpu(&inputs.needs.at(b), inputs.arch, t, p)
+    })
+}
+
+/// The ceiling's batch: what an engine with a paged cache and chunked prefill could hold —
+/// the weights (and training state) and, for inference, only the cache at its average
+/// occupancy `I + O/2` per sequence (sequences at staggered stages, continuous batching); no
+/// prefill workspace. An upper bound on any engine's concurrency, so the ceiling stays a
+/// bound for in-flight batching too.
+fn ceiling_batch(inputs: &Inputs, t: u64, p: u64, usable: u128, cap: u64) -> Option<u64> {
+    let Workload::Inference {
+        input_tokens,
+        output_tokens,
+        ..
+    } = inputs.workload
+    else {
+        return largest_batch(inputs, t, p, usable, cap);
+    };
+    let slope = inputs.needs.two.kv - inputs.needs.one.kv;
+    let (i, o) = (u128::from(input_tokens), u128::from(output_tokens));
+    let need = |b: u64| Need {
+        sharded: inputs.needs.one.sharded,
+        kv: (slope * u128::from(b) * (2 * i + o)).div_ceil(2 * (i + o)),
+        kv_split: inputs.needs.one.kv_split,
+        whole: 0,
+    };
+    largest(inputs, usable, cap, &|b| {
+        per_gpu(&need(b), inputs.arch, t, p)
+    })
+}
+
+fn largest(inputs: &Inputs, usable: u128, cap: u64, need: &dyn Fn(u64) -> u128) -> Option<u64> {
+    let fits = |b: u64| need(b) <= usable;
     if !fits(1) {
         return None;
     }
@@ -437,7 +476,7 @@ fn setups(
         let replicas = lot / t;
         let cap = work.div_ceil(replicas).min(1 << 20);
         if let Some(b) = largest_batch(inputs, t, 1, usable, cap) {
-            out.extend(setup(inputs, gpu, format, t, replicas, 1, b));
+            out.extend(setup(inputs, gpu, format, t, replicas, 1, b, usable, cap));
         }
     }
     if out.is_empty() {
@@ -455,13 +494,14 @@ fn setups(
             return out;
         }
         for p in 2..=(packages::MAX_DEGREE / inside.max(1)).max(2) {
-            if let Some(b) = largest_batch(inputs, inside, p, usable, work.min(1 << 20)) {
+            let cap = work.min(1 << 20);
+            if let Some(b) = largest_batch(inputs, inside, p, usable, cap) {
                 notes.push(format!(
                     "needs {} GPUs: more than one lot holds; pipeline parallel over {p} lots (a multi-machine setup) with {} GB/s between them",
                     inside * p,
                     inputs.network_gb_s
                 ));
-                out.extend(setup(inputs, gpu, format, inside, 0, p, b));
+                out.extend(setup(inputs, gpu, format, inside, 0, p, b, usable, cap));
                 break;
             }
         }
@@ -475,6 +515,7 @@ fn setups(
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn setup(
     inputs: &Inputs,
     gpu: &GpuPerf,
@@ -483,9 +524,12 @@ fn setup(
     replicas: u64,
     p: u64,
     batch: u64,
+    usable: u128,
+    cap: u64,
 ) -> Option<Setup> {
     let need = per_gpu(&inputs.needs.at(batch), inputs.arch, t, p);
-    let speed = |basis| speed(inputs, gpu, format, basis, t, replicas.max(1), p, batch, 1);
+    let top = ceiling_batch(inputs, t, p, usable, cap)?.max(batch);
+    let speed = |basis, b| speed(inputs, gpu, format, basis, t, replicas.max(1), p, b, 1);
     let using = match (p, t, replicas) {
         (1, 1, 1) => "1 replica".to_string(),
         (1, 1, r) => format!("{r} replicas"),
@@ -499,9 +543,10 @@ fn setup(
         replicas_per_lot: if p == 1 { replicas } else { 0 },
         lots_per_replica: p,
         batch,
+        ceiling_batch: top,
         need_bytes_per_gpu: u64::try_from(need).unwrap_or(u64::MAX),
-        ceiling: speed(Basis::Ceiling)?,
-        expected: speed(Basis::Expected)?,
+        ceiling: speed(Basis::Ceiling, top)?,
+        expected: speed(Basis::Expected, batch)?,
     })
 }
 
@@ -680,8 +725,25 @@ fn speed(
                 (lots / p).max(1)
             };
             let per_replica = requests.div_ceil(replicas_total);
-            let batches = per_replica.div_ceil(batch);
-            let seconds = Decimal::from(batches) * batch_s;
+            let seconds = match basis {
+                // Ceiling: an engine keeping `batch` sequences in flight all the time
+                // (continuous batching): per_replica / batch batches, fractions included.
+                Basis::Ceiling => Decimal::from(per_replica) * batch_s / Decimal::from(batch),
+                // Expected: static batches, the last one timed at its own size.
+                Basis::Expected => {
+                    let full = per_replica / batch;
+                    let rest = per_replica % batch;
+                    let tail = if rest == 0 {
+                        zero
+                    } else {
+                        let (p2, d2) =
+                            inference_steps(inputs, &r, t, p, rest, input_tokens, output_tokens);
+                        p2 + Decimal::from(output_tokens) * d2
+                    };
+                    Decimal::from(full) * batch_s + tail
+                }
+            };
+            let rate = Decimal::from(requests) * Decimal::from(output_tokens) / seconds;
             Some(Speed {
                 basis,
                 profile: inputs.profile,
@@ -689,6 +751,7 @@ fn speed(
                 decode_tokens_per_s: round(Decimal::from(batch) / decode, 1),
                 ttft_s: round(prefill, 6),
                 tpot_s: round(decode, 6),
+                workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
             })
         }
@@ -704,6 +767,7 @@ fn speed(
             let step = training_step(inputs, &r, basis, t, batch, replicas_total, link);
             let steps = tokens.div_ceil(batch * sequence * replicas_total);
             let seconds = Decimal::from(steps) * step;
+            let rate = Decimal::from(tokens) / seconds;
             Some(Speed {
                 basis,
                 profile: inputs.profile,
@@ -711,6 +775,7 @@ fn speed(
                 decode_tokens_per_s: round(zero, 1),
                 ttft_s: round(step, 6),
                 tpot_s: round(zero, 6),
+                workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
             })
         }
@@ -794,7 +859,6 @@ fn finish(
         ),
         (false, _) => format!("{l} lots at once for one package"),
     };
-    let _ = inputs;
     Some(Finish {
         lots: l,
         packages: k,
