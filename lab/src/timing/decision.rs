@@ -10,10 +10,10 @@
 //! sent over the stated network between lots, one hop per lot boundary, without microbatch
 //! overlap (`device_map`-style: the ceiling of that setup, not of an interleaved schedule).
 //!
-//! Inference time of one batch: prefill of the prompts (TTFT), then `O` decode steps; a
-//! decode step's time is affine in the cached length (attention grows linearly, the rest is
-//! constant), so the `O` steps are `O` times the step at the middle length `I + (O − 1)/2`
-//! (rounded down). Replicas work in parallel; each runs `ceil(requests per replica / batch)`
+//! Inference time of one batch: prefill of the prompts (TTFT, which yields the first output
+//! token), then `O − 1` decode steps; a decode step's time is affine in the cached length
+//! (attention grows linearly, the rest is constant), so the steps are `O − 1` times the step
+//! at the middle length `I + (O − 2)/2` (rounded down). Replicas work in parallel; each runs `ceil(requests per replica / batch)`
 //! batches one after the other (static batching).
 //!
 //! Training step of b sequences of T tokens: `FLOPs / (peak·MFU·t)` with FLOPs `6·N·b·T`
@@ -589,10 +589,12 @@ fn inference_steps(
         new: input,
         past: 0,
     });
+    // The prefill yields the first output token; the O − 1 others are decode steps after
+    // I .. I + O − 2 cached tokens, timed at the middle one.
     let decode = run(Step {
         batch,
         new: 1,
-        past: input + (output - 1) / 2,
+        past: input + output.saturating_sub(2) / 2,
     });
     (prefill, decode)
 }
@@ -718,7 +720,7 @@ fn speed(
         } => {
             let (prefill, decode) =
                 inference_steps(inputs, &r, t, p, batch, input_tokens, output_tokens);
-            let batch_s = prefill + Decimal::from(output_tokens) * decode;
+            let batch_s = prefill + Decimal::from(output_tokens - 1) * decode;
             let replicas_total = if p == 1 {
                 replicas * lots
             } else {
@@ -738,7 +740,7 @@ fn speed(
                     } else {
                         let (p2, d2) =
                             inference_steps(inputs, &r, t, p, rest, input_tokens, output_tokens);
-                        p2 + Decimal::from(output_tokens) * d2
+                        p2 + Decimal::from(output_tokens - 1) * d2
                     };
                     Decimal::from(full) * batch_s + tail
                 }

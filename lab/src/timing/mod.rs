@@ -18,6 +18,9 @@ pub mod operators;
 pub mod roofline;
 pub mod workload;
 
+#[cfg(test)]
+mod validation;
+
 use crate::catalog::Catalog;
 use crate::plan::gpu_memory::GpuMemory;
 use crate::plan::{self, packages::Need, Mode, Plan, Request, WeightsFormat};

@@ -1,0 +1,399 @@
+//! Checks of the time model against published measurements and against its own formulas
+//! (`docs/PLANNING.md`, "Validation without a GPU"): the ceiling is never below a published
+//! measurement, the worked examples hold, and decode at batch 1 is the bytes over the
+//! bandwidth plus the launch term.
+
+use super::decision::Row;
+use super::operators::{self, Step, Widths};
+use super::roofline::{self, Basis, Profile};
+use super::workload::{Method, Targets, Workload};
+use super::{estimate, gpu_perf, Ask, TimePlan};
+use crate::catalog::Catalog;
+use crate::plan::{config, gpu_memory, Mode, Request, WeightsFormat};
+use rust_decimal::Decimal;
+use std::path::PathBuf;
+
+fn model(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn run(
+    path: &str,
+    weights: &str,
+    kv: &str,
+    w: Workload,
+    gpu: &str,
+    profile: Profile,
+    batch: Option<u64>,
+) -> TimePlan {
+    let catalog = Catalog::embedded().unwrap();
+    let memory = gpu_memory::load(None, &catalog).unwrap();
+    let perf = gpu_perf::load(None, &catalog).unwrap();
+    let ask = Ask {
+        request: Request {
+            model: model(path),
+            batch: 1,
+            context: 1,
+            weights: WeightsFormat::Named(weights.to_string()),
+            kv_dtype: Some(kv.to_string()),
+            mode: Mode::Inference,
+            checkpointing: false,
+        },
+        workload: w,
+        batch,
+        days: vec![7],
+        gpus: vec![gpu.to_string()],
+        profile,
+        network_gb_s: Decimal::new(125, 1),
+    };
+    estimate(&ask, &catalog, &memory, &perf).unwrap().1
+}
+
+fn first(t: &TimePlan) -> &Row {
+    &t.rows[0]
+}
+
+fn inference(requests: u64, i: u64, o: u64) -> Workload {
+    Workload::Inference {
+        requests,
+        input_tokens: i,
+        output_tokens: o,
+    }
+}
+
+/// TensorRT-LLM performance overview (docs/source/performance/perf-overview.md, the v1.0
+/// tables: trtllm-bench, PyTorch backend, ModelOpt FP8 checkpoints, total output tokens/s):
+/// (model, gpu, ISL, OSL, requests used, published tokens/s).
+const PUBLISHED: [(&str, &str, u64, u64, u64, u64); 13] = [
+    (
+        "../examples/models/llama-3.1-8b",
+        "h200",
+        128,
+        128,
+        30000,
+        27911,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h200",
+        128,
+        2048,
+        3000,
+        26221,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h200",
+        2048,
+        2048,
+        1500,
+        12194,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h200",
+        2048,
+        128,
+        3000,
+        3538,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h200",
+        20000,
+        2000,
+        1000,
+        1804,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h100",
+        128,
+        128,
+        30000,
+        28312,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h100",
+        128,
+        2048,
+        3000,
+        22714,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h100",
+        2048,
+        2048,
+        1500,
+        9305,
+    ),
+    (
+        "../examples/models/llama-3.1-8b",
+        "h100",
+        20000,
+        2000,
+        1000,
+        1351,
+    ),
+    (
+        "tests/data/time/llama-3.3-70b",
+        "h200",
+        128,
+        128,
+        30000,
+        3803,
+    ),
+    (
+        "tests/data/time/llama-3.3-70b",
+        "h200",
+        128,
+        2048,
+        3000,
+        4336,
+    ),
+    (
+        "tests/data/time/llama-3.3-70b",
+        "h200",
+        2048,
+        2048,
+        1500,
+        2003,
+    ),
+    (
+        "tests/data/time/llama-3.3-70b",
+        "h200",
+        20000,
+        2000,
+        1000,
+        283,
+    ),
+];
+
+#[test]
+fn the_ceiling_is_never_below_a_published_measurement() {
+    for (path, gpu, i, o, n, published) in PUBLISHED {
+        let t = run(
+            path,
+            "fp8",
+            "fp8",
+            inference(n, i, o),
+            gpu,
+            Profile::CudaGraphs,
+            None,
+        );
+        let s = first(&t).setup.as_ref().unwrap();
+        let published = Decimal::from(published);
+        assert!(
+            s.ceiling.workload_tokens_per_s >= published,
+            "{path} {gpu} {i}/{o}: ceiling {} < published {published}",
+            s.ceiling.workload_tokens_per_s
+        );
+        // The expected figure stays within the band PLANNING.md's table states.
+        let err = (s.expected.workload_tokens_per_s - published) / published;
+        assert!(
+            err.abs() < Decimal::new(45, 2),
+            "{path} {gpu} {i}/{o}: expected off by {err}"
+        );
+        // And the ceiling is at least the expected figure.
+        assert!(s.ceiling.workload_tokens_per_s >= s.expected.workload_tokens_per_s);
+    }
+}
+
+#[test]
+fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_launch_term() {
+    // Llama-3.1-8B in bf16 on the H200, one request of 1024 + 2 tokens: one decode step
+    // after 1024 cached tokens.
+    let t = run(
+        "../examples/models/llama-3.1-8b",
+        "bf16",
+        "bf16",
+        inference(1, 1024, 2),
+        "h200",
+        Profile::Eager,
+        Some(1),
+    );
+    let s = first(&t).setup.as_ref().unwrap();
+    let arch = config::parse(include_str!(
+        "../../../examples/models/llama-3.1-8b/config.json"
+    ))
+    .unwrap();
+    let shape = operators::from_architecture(&arch);
+    let two = Decimal::TWO;
+    let w = Widths {
+        matrix: two,
+        head: two,
+        activation: two,
+        kv: two,
+    };
+    let ops = operators::step_ops(
+        &shape,
+        Step {
+            batch: 1,
+            new: 1,
+            past: 1024,
+        },
+        &w,
+    );
+    let bytes: Decimal = ops.iter().map(|o| o.weight_bytes + o.other_bytes).sum();
+    let kernels: u64 = ops.iter().map(|o| o.kernels).sum();
+    let bw = Decimal::from(4_800_000_000_000u64);
+    // Ceiling: every operator is bandwidth-bound at batch 1, so the step is bytes / bandwidth.
+    assert_eq!(s.ceiling.tpot_s, super::decision::round(bytes / bw, 6));
+    // Weights (15009316864 B without the embedding table and norms) plus the cache (1025
+    // tokens x 131072 B) are all but 0.1 % of those bytes.
+    let weights_and_kv = Decimal::from(15_009_316_864u64 + 1025 * 131_072);
+    assert!(
+        (bytes - weights_and_kv) / bytes < Decimal::new(1, 3),
+        "{bytes}"
+    );
+    // Expected: the bytes at 89.6 % of the bandwidth plus 8 us per kernel (eager).
+    let expected =
+        bytes / (bw * Decimal::new(896, 3)) + Decimal::from(kernels) * Decimal::new(8, 6);
+    assert_eq!(s.expected.tpot_s, super::decision::round(expected, 6));
+    assert_eq!(
+        kernels,
+        1 + 32 * (2 + 1 + 2 + operators::ELEMENTWISE_KERNELS_PER_LAYER) + 1
+    );
+}
+
+#[test]
+fn worked_example_llama_8b_h200_decode_step() {
+    // docs/PLANNING.md, "Worked examples" (1): the ceiling TPOT above, by hand.
+    let t = run(
+        "../examples/models/llama-3.1-8b",
+        "bf16",
+        "bf16",
+        inference(1, 1024, 2),
+        "h200",
+        Profile::Eager,
+        Some(1),
+    );
+    let s = first(&t).setup.as_ref().unwrap();
+    assert_eq!(s.ceiling.tpot_s.to_string(), "0.003157");
+    assert_eq!(s.expected.tpot_s.to_string(), "0.011476");
+}
+
+#[test]
+fn a_two_gpu_lot_shows_two_replicas_and_tensor_parallel_two() {
+    let t = run(
+        "../examples/models/llama-3.1-8b",
+        "bf16",
+        "bf16",
+        inference(100_000, 1024, 512),
+        "a100-80gb",
+        Profile::Eager,
+        None,
+    );
+    let r = first(&t);
+    let mut uses: Vec<&str> = std::iter::once(r.setup.as_ref().unwrap())
+        .chain(&r.alternatives)
+        .map(|s| s.using.as_str())
+        .collect();
+    uses.sort_unstable();
+    assert_eq!(uses, ["2 replicas", "tensor parallel 2"]);
+}
+
+#[test]
+fn a_model_larger_than_a_lot_is_a_pipeline_across_lots_never_tensor_parallel() {
+    // Llama-3.3-70B in bf16 on 24 GB cards of one GPU per lot.
+    let t = run(
+        "tests/data/time/llama-3.3-70b",
+        "bf16",
+        "bf16",
+        inference(1000, 1024, 512),
+        "rtx4090",
+        Profile::Eager,
+        None,
+    );
+    let r = first(&t);
+    let s = r.setup.as_ref().unwrap();
+    assert_eq!(s.tensor_parallel, 1);
+    assert!(s.lots_per_replica >= 7, "{}", s.lots_per_replica);
+    assert!(s.using.starts_with("pipeline over"), "{}", s.using);
+    assert!(
+        r.notes.iter().any(|n| n.contains("multi-machine")),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn a_format_the_gpu_lacks_is_marked() {
+    let t = run(
+        "../examples/models/qwen2.5-0.5b",
+        "bf16",
+        "bf16",
+        inference(1000, 512, 128),
+        "t4",
+        Profile::Eager,
+        None,
+    );
+    let r = first(&t);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no bf16 tensor cores")),
+        "{:?}",
+        r.notes
+    );
+    assert!(r.setup.is_some());
+}
+
+#[test]
+fn training_counts_six_n_d_plus_attention_and_lora_freezes_the_base() {
+    let full = Workload::Training {
+        tokens: 100_000_000,
+        sequence: 2048,
+        method: Method::Full,
+        rank: 16,
+        targets: Targets::All,
+    };
+    let lora = Workload::Training {
+        tokens: 100_000_000,
+        sequence: 2048,
+        method: Method::Lora,
+        rank: 16,
+        targets: Targets::All,
+    };
+    let f = run(
+        "../examples/models/llama-3.2-1b",
+        "bf16",
+        "bf16",
+        full,
+        "h200",
+        Profile::Eager,
+        Some(4),
+    );
+    let l = run(
+        "../examples/models/llama-3.2-1b",
+        "bf16",
+        "bf16",
+        lora,
+        "h200",
+        Profile::Eager,
+        Some(4),
+    );
+    let fs = first(&f).setup.as_ref().unwrap();
+    let ls = first(&l).setup.as_ref().unwrap();
+    // A frozen base: no weight gradients (4N instead of 6N), no optimizer state for it.
+    assert!(ls.ceiling.workload_tokens_per_s > fs.ceiling.workload_tokens_per_s);
+    assert!(ls.need_bytes_per_gpu < fs.need_bytes_per_gpu);
+    // Ceiling tokens/s of full training = peak / (6N + attention per token), N the matrices a
+    // token multiplies (llama-3.2-1b: 1235746816 with the head); 4 x 2048 tokens a step, plus
+    // the AdamW step over the bandwidth.
+    let arch = config::parse(include_str!(
+        "../../../examples/models/llama-3.2-1b/config.json"
+    ))
+    .unwrap();
+    let shape = operators::from_architecture(&arch);
+    let n = super::decision::active_parameters(&shape);
+    assert_eq!(n, Decimal::from(1_235_746_816u64));
+    let attention = Decimal::from(3 * 2 * 32 * 128 * 16) * operators::pairs(0, 2048, None);
+    let tokens = Decimal::from(4 * 2048u64);
+    let step = (Decimal::from(6) * n * tokens + attention * Decimal::from(4))
+        / Decimal::from(989_400_000_000_000u64)
+        + Decimal::from(28) * Decimal::from(f.trained_parameters.unwrap())
+            / Decimal::from(4_800_000_000_000u64);
+    assert_eq!(fs.ceiling.ttft_s, super::decision::round(step, 6));
+    let _ = (roofline::ALLREDUCE_LATENCY_US, Basis::Ceiling);
+}
