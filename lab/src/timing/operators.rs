@@ -217,6 +217,9 @@ pub enum Kind {
     Matmul,
     /// Attention over the cache (heads split; the cache by `min(t, K)`).
     Attention,
+    /// Attention of one new token per sequence over a grouped-query cache (decode): read at
+    /// the engine's decode-attention efficiency in the expected figure.
+    DecodeAttention,
     /// Norms and elementwise work (kept whole on every GPU).
     Elementwise,
 }
@@ -370,7 +373,13 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
         let q_and_out = Decimal::from(n) * heads * Decimal::from(a.qk_dim + a.v_dim) * w.activation;
         ops.push(Op {
             name: "attention",
-            kind: Kind::Attention,
+            // transformers repeats grouped keys and values to every query head before SDPA
+            // in decode; attention with as many key/value heads as query heads does not.
+            kind: if decode && a.latent.is_none() && a.kv_heads < a.heads {
+                Kind::DecodeAttention
+            } else {
+                Kind::Attention
+            },
             flops: b * p * per_pair,
             weight_bytes: Decimal::ZERO,
             other_bytes: b * kept * read_width + Decimal::from(n) * cache_width + q_and_out,
@@ -499,13 +508,13 @@ mod tests {
         // 2·params FLOPs for the matrices; attention 4·A·d per pair, 1024 keys.
         let attention: Decimal = ops
             .iter()
-            .filter(|o| o.kind == Kind::Attention)
+            .filter(|o| o.kind == Kind::DecodeAttention)
             .map(|o| o.flops)
             .sum();
         assert_eq!(attention, Decimal::from(32u64 * 4 * 32 * 128 * 1024));
         let cache: Decimal = ops
             .iter()
-            .filter(|o| o.kind == Kind::Attention)
+            .filter(|o| o.kind == Kind::DecodeAttention)
             .map(|o| o.other_bytes)
             .sum();
         // 1024 tokens × 131072 B/token read, one new token written, queries and outputs.

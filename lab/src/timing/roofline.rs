@@ -61,6 +61,8 @@ pub struct Rates {
     pub compute: Decimal,
     /// Memory bytes per second.
     pub bandwidth: Decimal,
+    /// Bytes per second at which decode attention reads the cache.
+    pub attention_bandwidth: Decimal,
     /// Seconds per kernel launch.
     pub launch: Decimal,
     /// Link bytes per second per direction (peer-to-peer effective).
@@ -86,6 +88,7 @@ pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> O
         Basis::Ceiling => Rates {
             compute: peak,
             bandwidth: gpu.bandwidth_gb_s * giga,
+            attention_bandwidth: gpu.bandwidth_gb_s * giga,
             launch: Decimal::ZERO,
             link,
             latency: Decimal::ZERO,
@@ -93,6 +96,7 @@ pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> O
         Basis::Expected => Rates {
             compute: peak * gpu.compute_efficiency,
             bandwidth: gpu.bandwidth_gb_s * giga * gpu.bandwidth_efficiency,
+            attention_bandwidth: gpu.bandwidth_gb_s * giga * gpu.decode_attention_efficiency,
             launch: micro
                 * match profile {
                     Profile::Eager => gpu.eager_launch_us,
@@ -108,9 +112,13 @@ pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> O
 /// its launches.
 pub fn op_seconds(op: &Op, r: &Rates, t: u64, kv_heads: u64, latent: bool) -> Decimal {
     let t = Decimal::from(t.max(1));
+    let mut bandwidth = r.bandwidth;
     let (flops, bytes) = match op.kind {
         Kind::Matmul => (op.flops / t, (op.weight_bytes + op.other_bytes) / t),
-        Kind::Attention => {
+        Kind::Attention | Kind::DecodeAttention => {
+            if op.kind == Kind::DecodeAttention {
+                bandwidth = r.attention_bandwidth;
+            }
             let cache_split = if latent {
                 Decimal::ONE
             } else {
@@ -120,7 +128,7 @@ pub fn op_seconds(op: &Op, r: &Rates, t: u64, kv_heads: u64, latent: bool) -> De
         }
         Kind::Elementwise => (op.flops, op.weight_bytes + op.other_bytes),
     };
-    (flops / r.compute).max(bytes / r.bandwidth) + r.launch * Decimal::from(op.kernels)
+    (flops / r.compute).max(bytes / bandwidth) + r.launch * Decimal::from(op.kernels)
 }
 
 /// A step's seconds on a tensor-parallel group of `t` GPUs: its operators summed, plus two
@@ -210,9 +218,9 @@ mod tests {
         // Expected: slower by the factors, plus one launch each.
         let e = rates(&gpu("h200"), Format::Bf16, Basis::Expected, Profile::Eager).unwrap();
         let x = step_seconds(&[a, b], &e, 1, 8, false, 1, 1, 1, Decimal::TWO);
-        let by_hand = Decimal::new(1, 3) / "0.79".parse::<Decimal>().unwrap()
-            + Decimal::new(1, 3) / "0.896".parse::<Decimal>().unwrap()
-            + Decimal::new(16, 6);
+        let by_hand = Decimal::new(1, 3) / "0.769".parse::<Decimal>().unwrap()
+            + Decimal::new(1, 3) / "0.87".parse::<Decimal>().unwrap()
+            + Decimal::new(266, 7);
         assert_eq!(x, by_hand);
     }
 
