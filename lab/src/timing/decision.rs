@@ -168,6 +168,10 @@ pub struct Setup {
 /// The cheapest way to finish within one duration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finish {
+    /// Always `expected`: the decision is made on the expected figures.
+    pub basis: Basis,
+    /// Their engine profile.
+    pub profile: Profile,
     /// Lots bought at once.
     pub lots: u64,
     /// Consecutive packages of those lots.
@@ -862,6 +866,8 @@ fn finish(
         (false, _) => format!("{l} lots at once for one package"),
     };
     Some(Finish {
+        basis: Basis::Expected,
+        profile: inputs.profile,
         lots: l,
         packages: k,
         hours,

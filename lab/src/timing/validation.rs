@@ -421,16 +421,30 @@ fn the_h200_measurements_never_beat_the_ceiling() {
         } else {
             Profile::CudaGraphs
         };
+        let workload = if phase == "train" {
+            // One AdamW step of the whole batch.
+            Workload::Training {
+                tokens: batch * context,
+                sequence: context,
+                method: Method::Full,
+                rank: 16,
+                targets: Targets::All,
+            }
+        } else {
+            inference(batch, context, 2)
+        };
         let t = run(
             &format!("../examples/models/{name}"),
             "bf16",
             "bf16",
-            inference(batch, context, 2),
+            workload,
             "h200",
             profile,
             Some(batch),
         );
         let s = first(&t).setup.as_ref().unwrap();
+        // Decode rows: one step (TPOT); prefill rows: the prompt (TTFT); training rows: the
+        // step (the training figures' step seconds).
         let (ceiling, expected) = match phase {
             "decode" => (s.ceiling.tpot_s, s.expected.tpot_s),
             _ => (s.ceiling.ttft_s, s.expected.ttft_s),
@@ -439,13 +453,15 @@ fn the_h200_measurements_never_beat_the_ceiling() {
             ceiling <= measured,
             "{line}: ceiling {ceiling} s slower than measured"
         );
-        // GQA decode in eager at batch 1 is host-bound beyond the launch term: not banded.
-        if !(engine == "eager" && batch == 1) {
+        // Eager steps are host-bound beyond the launch term for small models: only the CUDA
+        // graph rows and the training steps are banded.
+        if engine != "eager" || phase == "train" {
             let err = ((expected - measured) / measured).abs();
             worst = worst.max(err);
         }
         checked += 1;
     }
     assert!(checked >= 100, "{checked}");
-    assert!(worst < Decimal::from(2), "worst expected error {worst}");
+    // docs/PLANNING.md's table: CUDA-graph decode within 38 %, training within 11 %.
+    assert!(worst < Decimal::new(40, 2), "worst expected error {worst}");
 }
