@@ -181,7 +181,7 @@ pub fn estimate(
                 .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
             rows,
             notes,
-            label: "predictions (ceiling: datasheet peaks at 100 %; expected: the GPU's efficiency factors and the profile's launch cost), never a cost per accepted result".to_string(),
+            label: "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between".to_string(),
         },
     ))
 }
