@@ -266,9 +266,11 @@ fn widths(p: &Plan) -> Result<(Widths, Format)> {
     ))
 }
 
-/// A note when the context passes the config's `max_position_embeddings`, with what its
-/// `rope_scaling` allows (issue #20 part A).
-fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
+/// A note when `context` passes the config's `max_position_embeddings` (read from the model
+/// folder or `config.json`; under `text_config` for Gemma 3), naming its `rope_scaling`
+/// (type, factor, original length) or its absence. Empty when within, or unreadable (the
+/// plan reports unreadable configs itself).
+pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
     let path = if model.is_dir() {
         model.join("config.json")
     } else {
