@@ -88,7 +88,7 @@ impl Needs {
 #[derive(Debug, Clone)]
 pub struct Inputs<'a> {
     /// The architecture, for the tensor-parallel degrees and the memory split.
-    pub arch: &'a crate::plan::config::Architecture,
+    pub arch: &'a super::Architecture,
     /// The operators' shape.
     pub shape: Shape,
     /// Byte widths.
@@ -395,7 +395,7 @@ pub fn name(f: Format) -> &'static str {
 }
 
 /// Per-GPU bytes at degree t with the layers split over p lots.
-fn per_gpu(need: &Need, arch: &crate::plan::config::Architecture, t: u64, p: u64) -> u128 {
+fn per_gpu(need: &Need, arch: &super::Architecture, t: u64, p: u64) -> u128 {
     if p == 1 {
         return packages::per_gpu(need, arch, t);
     }

@@ -22,6 +22,7 @@ pub mod workload;
 mod validation;
 
 use crate::catalog::Catalog;
+pub use crate::plan::config::Architecture;
 use crate::plan::gpu_memory::GpuMemory;
 use crate::plan::{self, packages::Need, Mode, Plan, Request, WeightsFormat};
 use crate::{Error, Result};
@@ -122,7 +123,7 @@ pub fn estimate(
     let one = plan::plan(&request, catalog, memory, days, None, None)?;
     request.batch = 2;
     let two = plan::plan(&request, catalog, memory, days, None, None)?;
-    let (arch, _, _, _) = plan::read_model(&request.model)?;
+    let arch = architecture_of(&request.model)?;
     let shape = operators::from_architecture(&arch);
     let trained = match ask.workload {
         Workload::Training {
@@ -320,4 +321,19 @@ pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
     vec![format!(
         "context {context} exceeds config.json's max_position_embeddings {max}; {allows}"
     )]
+}
+
+/// The plan's architecture of the model at `path` (the one place, with
+/// [`operators::from_architecture`], that knows how the plan reads a model).
+///
+/// # Errors
+/// As [`plan::read_model`].
+pub fn architecture_of(path: &std::path::Path) -> Result<Architecture> {
+    Ok(plan::read_model(path)?.0)
+}
+
+/// The architecture of a `config.json` text, for tests.
+#[cfg(test)]
+pub(crate) fn parse_config(text: &str) -> Architecture {
+    crate::plan::config::parse(text).unwrap()
 }

@@ -437,13 +437,11 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::config;
 
     fn llama8b() -> Architecture {
-        config::parse(include_str!(
+        crate::timing::parse_config(include_str!(
             "../../../examples/models/llama-3.1-8b/config.json"
         ))
-        .unwrap()
     }
 
     #[test]
@@ -535,10 +533,9 @@ mod tests {
 
     #[test]
     fn a_mixture_of_experts_reads_the_experts_a_step_touches() {
-        let arch = config::parse(include_str!(
+        let arch = crate::timing::parse_config(include_str!(
             "../../../examples/models/mixtral-8x7b/config.json"
-        ))
-        .unwrap();
+        ));
         let shape = from_architecture(&arch);
         let read = |batch: u64| -> Decimal {
             step_ops(
@@ -567,10 +564,9 @@ mod tests {
 
     #[test]
     fn latent_attention_decode_reads_the_compressed_cache() {
-        let arch = config::parse(include_str!(
+        let arch = crate::timing::parse_config(include_str!(
             "../../../examples/models/deepseek-v2-lite/config.json"
-        ))
-        .unwrap();
+        ));
         let l = arch.latent.unwrap();
         let shape = from_architecture(&arch);
         let ops = step_ops(
@@ -602,10 +598,9 @@ mod tests {
 
     #[test]
     fn sliding_layers_stop_reading_past_their_window() {
-        let arch = config::parse(include_str!(
+        let arch = crate::timing::parse_config(include_str!(
             "../../../examples/models/gemma-2-2b/config.json"
-        ))
-        .unwrap();
+        ));
         let shape = from_architecture(&arch);
         let ops = step_ops(
             &shape,

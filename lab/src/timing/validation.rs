@@ -9,7 +9,7 @@ use super::roofline::{self, Basis, Profile};
 use super::workload::{Method, Targets, Workload};
 use super::{estimate, gpu_perf, Ask, TimePlan};
 use crate::catalog::Catalog;
-use crate::plan::{config, gpu_memory, Mode, Request, WeightsFormat};
+use crate::plan::{gpu_memory, Mode, Request, WeightsFormat};
 use rust_decimal::Decimal;
 use std::path::PathBuf;
 
@@ -209,10 +209,9 @@ fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_launch_term() {
         Some(1),
     );
     let s = first(&t).setup.as_ref().unwrap();
-    let arch = config::parse(include_str!(
+    let arch = super::parse_config(include_str!(
         "../../../examples/models/llama-3.1-8b/config.json"
-    ))
-    .unwrap();
+    ));
     let shape = operators::from_architecture(&arch);
     let two = Decimal::TWO;
     let w = Widths {
@@ -382,10 +381,9 @@ fn training_counts_six_n_d_plus_attention_and_lora_freezes_the_base() {
     // Ceiling tokens/s of full training = peak / (6N + attention per token), N the matrices a
     // token multiplies (llama-3.2-1b: 1235746816 with the head); 4 x 2048 tokens a step, plus
     // the AdamW step over the bandwidth.
-    let arch = config::parse(include_str!(
+    let arch = super::parse_config(include_str!(
         "../../../examples/models/llama-3.2-1b/config.json"
-    ))
-    .unwrap();
+    ));
     let shape = operators::from_architecture(&arch);
     let n = super::decision::active_parameters(&shape);
     assert_eq!(n, Decimal::from(1_235_746_816u64));
@@ -473,10 +471,9 @@ fn the_h200_measurements_never_beat_the_ceiling() {
 /// FLOPs of one token (`6·N` plus the causal attention term), stays above them.
 #[test]
 fn the_training_ceiling_is_above_torchtitans_throughput() {
-    let arch = config::parse(include_str!(
+    let arch = super::parse_config(include_str!(
         "../../../examples/models/llama-3.1-8b/config.json"
-    ))
-    .unwrap();
+    ));
     let shape = operators::from_architecture(&arch);
     let n = super::decision::active_parameters(&shape);
     let t = 8192u64;
