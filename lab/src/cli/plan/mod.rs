@@ -1,4 +1,7 @@
-//! `lab plan`: which package fits a model, and what it costs.
+//! `lab plan`: which package fits a model, and what it costs; with a workload ([`time`]),
+//! which package finishes it.
+
+mod time;
 
 use lab::plan::{self, Mode, Request, WeightsFormat};
 use lab::units::gib;
@@ -96,7 +99,7 @@ pub struct Args {
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub(super) gpu: Vec<String>,
     #[command(flatten)]
-    pub(super) time: super::plan_time::TimeArgs,
+    pub(super) time: time::TimeArgs,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     pub(super) json: bool,
@@ -110,7 +113,7 @@ pub struct Args {
 /// (exit 1) for unreadable files.
 pub fn run(args: Args) -> Result<()> {
     if args.time.given() {
-        return super::plan_time::run(args);
+        return time::run(args);
     }
     if args.days.len() > 1 || args.gpu.len() > 1 {
         return Err(Error::usage(
