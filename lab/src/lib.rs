@@ -12,7 +12,8 @@
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
-//! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
+//! - shared helpers: [`digest`] (SHA-256), [`input`] (bounded reads of files and standard
+//!   input), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
 //!   their exit codes).
@@ -41,6 +42,7 @@ pub mod environment;
 pub mod error;
 pub mod estimate;
 pub mod fleet;
+pub mod input;
 pub mod kit;
 pub mod measure;
 pub mod output;

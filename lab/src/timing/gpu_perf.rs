@@ -198,8 +198,7 @@ pub fn load(path: Option<&Path>, catalog: &Catalog) -> Result<Vec<GpuPerf>> {
             if !meta.is_file() {
                 return Err(Error::usage(format!("{shown}: not a regular file")));
             }
-            let text =
-                crate::plan::safetensors::read_text(path, MAX_BYTES, "GPU performance file")?;
+            let text = crate::input::model_text(path, MAX_BYTES, "GPU performance file")?;
             parse(&text, catalog).map_err(|e| Error::usage(format!("{shown}: {e}")))
         }
     }

@@ -22,7 +22,7 @@ pub mod workload;
 mod validation;
 
 use crate::catalog::Catalog;
-pub use crate::plan::config::Architecture;
+pub use crate::plan::family::Architecture;
 use crate::plan::gpu_memory::GpuMemory;
 use crate::plan::{self, packages::Need, Mode, Plan, Request, WeightsFormat};
 use crate::{Error, Result};
@@ -327,13 +327,13 @@ pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
 /// [`operators::from_architecture`], that knows how the plan reads a model).
 ///
 /// # Errors
-/// As [`plan::read_model`].
+/// As [`plan::model::read`].
 pub fn architecture_of(path: &std::path::Path) -> Result<Architecture> {
-    Ok(plan::read_model(path)?.0)
+    Ok(plan::model::read(path)?.architecture)
 }
 
 /// The architecture of a `config.json` text, for tests.
 #[cfg(test)]
 pub(crate) fn parse_config(text: &str) -> Architecture {
-    crate::plan::config::parse(text).unwrap()
+    crate::plan::family::read(&serde_json::from_str(text).unwrap()).unwrap()
 }

@@ -20,7 +20,8 @@
 //!   reads 2I and writes I);
 //! - the output head on the last position of each sequence (`m = b`), `k = H`, `n = V`.
 
-use crate::plan::config::{Architecture, LayerAttention};
+use super::Architecture;
+use crate::plan::family::{Attention as LayerAttention, FeedForward as LayerFeedForward};
 use rust_decimal::Decimal;
 
 /// Kernels of one decoder layer besides its matrix products and attention, as eager
@@ -105,15 +106,18 @@ pub struct Shape {
 pub fn from_architecture(arch: &Architecture) -> Shape {
     let h = arch.hidden;
     let layers = arch
-        .layer_attention
+        .layer_kinds
         .iter()
-        .enumerate()
-        .map(|(i, kind)| {
-            let window = match kind {
-                LayerAttention::Sliding(w) => Some(*w),
-                LayerAttention::Full => None,
+        .map(|kind| {
+            let window = match kind.attention {
+                LayerAttention::Sliding(w) => Some(w),
+                LayerAttention::Full | LayerAttention::Latent => None,
             };
-            let (attention_linears, attention) = match &arch.latent {
+            let latent = match kind.attention {
+                LayerAttention::Latent => arch.latent,
+                _ => None,
+            };
+            let (attention_linears, attention) = match &latent {
                 Some(l) => {
                     let qk = l.qk_nope_head_dim + l.qk_rope_head_dim;
                     let mut m = match l.q_lora_rank {
@@ -185,8 +189,8 @@ pub fn from_architecture(arch: &Architecture) -> Shape {
                     },
                 ),
             };
-            let feed_forward = match &arch.experts {
-                Some(x) if i as u64 >= x.dense_layers => FeedForward::Experts {
+            let feed_forward = match (kind.feed_forward, &arch.experts) {
+                (LayerFeedForward::Experts, Some(x)) => FeedForward::Experts {
                     routed: x.routed,
                     per_token: x.per_token,
                     intermediate: x.intermediate,
