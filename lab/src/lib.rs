@@ -55,6 +55,7 @@ pub mod stdout;
 pub mod sweep;
 pub mod table;
 pub mod text;
+pub mod timing;
 pub mod units;
 pub mod values;
 pub mod worker;

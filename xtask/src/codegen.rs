@@ -20,9 +20,10 @@ pub struct Args {
 }
 
 /// Each file `lab` embeds: its copy inside the crate, and the original it must equal.
-pub const EMBEDDED: [(&str, &str); 3] = [
+pub const EMBEDDED: [(&str, &str); 4] = [
     ("lab/data/tarifs-forfaits.csv", "data/tarifs-forfaits.csv"),
     ("lab/data/gpu-memory.csv", "data/gpu-memory.csv"),
+    ("lab/data/gpu-perf.csv", "data/gpu-perf.csv"),
     ("lab/data/resultats-bruts.csv", "dist/resultats-bruts.csv"),
 ];
 

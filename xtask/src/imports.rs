@@ -39,6 +39,7 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "lab::estimate",
             "lab::compare",
             "lab::plan",
+            "lab::timing",
             "lab::kit",
             "lab::report",
             "lab::record",

@@ -1,4 +1,7 @@
-//! `lab plan`: which package fits a model, and what it costs.
+//! `lab plan`: which package fits a model, and what it costs; with a workload ([`time`]),
+//! which package finishes it.
+
+mod time;
 
 use lab::plan::{self, Mode, Request, WeightsFormat};
 use lab::units::gib;
@@ -15,7 +18,7 @@ fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
 /// `--weights-dtype`: one of the [`plan::memory::FORMATS`] names, exactly as written there
 /// (lowercase: named values are case-sensitive in every `lab` flag, as `--dtype`, `--mode`,
 /// `--gpu`).
-fn weights_format(text: &str) -> std::result::Result<String, values::Refusal> {
+pub(super) fn weights_format(text: &str) -> std::result::Result<String, values::Refusal> {
     plan::memory::FORMATS
         .iter()
         .find(|(name, _)| *name == text)
@@ -45,13 +48,14 @@ pub struct Args {
     /// Model folder (config.json and safetensors headers are read, never the tensor data) or a
     /// config.json alone.
     #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
-    model: PathBuf,
-    /// Sequences processed together.
-    #[arg(long, value_name = "B", default_value = "1", value_parser = plan_size, allow_hyphen_values = true)]
-    batch: u64,
-    /// Tokens per sequence: prompt plus generation.
-    #[arg(long, value_name = "T", default_value = "4096", value_parser = plan_size, allow_hyphen_values = true)]
-    context: u64,
+    pub(super) model: PathBuf,
+    /// Sequences processed together (default 1; with a workload: the largest that fits).
+    #[arg(long, value_name = "B", value_parser = plan_size, allow_hyphen_values = true)]
+    pub(super) batch: Option<u64>,
+    /// Tokens per sequence: prompt plus generation (default 4096; training: the sequence
+    /// length; an inference workload uses --input-tokens + --output-tokens).
+    #[arg(long, value_name = "T", value_parser = plan_size, allow_hyphen_values = true)]
+    pub(super) context: Option<u64>,
     /// Weights format: fp32, bf16, fp16, fp8, int8, int4 or int4-g128 (both 4 bits + a
     /// 16-bit scale per 128 weights). Default: as stored (safetensors) or configured
     /// (config.json dtype).
@@ -62,13 +66,13 @@ pub struct Args {
         value_parser = weights_format,
         allow_hyphen_values = true
     )]
-    weights_dtype: Option<String>,
+    pub(super) weights_dtype: Option<String>,
     /// Bits per decoder-matrix weight, scales included, as an exact decimal (e.g. 4.5).
     #[arg(long, value_name = "BITS", allow_hyphen_values = true)]
-    bits: Option<String>,
+    pub(super) bits: Option<String>,
     /// KV-cache format: fp32, bf16, fp16, fp8, int8. Default: the activations' width.
     #[arg(long, value_name = "FORMAT", value_parser = kv_format, allow_hyphen_values = true)]
-    kv_dtype: Option<String>,
+    pub(super) kv_dtype: Option<String>,
     /// inference (weights, KV cache, prefill workspace) or training (AdamW, mixed precision).
     #[arg(
         long,
@@ -76,26 +80,29 @@ pub struct Args {
         default_value = "inference",
         allow_hyphen_values = true
     )]
-    mode: String,
+    pub(super) mode: String,
     /// Training: one activation checkpoint per layer (recompute in the backward pass).
     #[arg(long)]
-    checkpointing: bool,
-    /// Package duration in days: 3, 7 or 30.
-    #[arg(long, value_name = "D", default_value = "7", value_parser = values::days, allow_hyphen_values = true)]
-    days: u32,
+    pub(super) checkpointing: bool,
+    /// Package duration in days: 3, 7 or 30 (default 7; with a workload, repeatable, default
+    /// all three).
+    #[arg(long, value_name = "D", value_parser = values::days, allow_hyphen_values = true)]
+    pub(super) days: Vec<u32>,
     #[command(flatten)]
-    accepted: super::AcceptedArg,
+    pub(super) accepted: super::AcceptedArg,
     #[command(flatten)]
-    catalog: super::CatalogArg,
+    pub(super) catalog: super::CatalogArg,
     /// GPU memory file to use instead of the embedded data/gpu-memory.csv.
     #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
-    gpu_memory: Option<PathBuf>,
-    /// Only this catalog GPU id.
+    pub(super) gpu_memory: Option<PathBuf>,
+    /// Only this catalog GPU id (with a workload, repeatable).
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
-    gpu: Option<String>,
+    pub(super) gpu: Vec<String>,
+    #[command(flatten)]
+    pub(super) time: time::TimeArgs,
     /// Print one JSON object instead of the text.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 /// Runs `lab plan`.
@@ -105,7 +112,16 @@ pub struct Args {
 /// malformed safetensors headers or index, an invalid catalog or GPU memory file; Runtime
 /// (exit 1) for unreadable files.
 pub fn run(args: Args) -> Result<()> {
-    let (batch, context, days) = (args.batch, args.context, args.days);
+    if args.time.given() {
+        return time::run(args);
+    }
+    if args.days.len() > 1 || args.gpu.len() > 1 {
+        return Err(Error::usage(
+            "several --days or --gpu need a workload (--requests ... or --mode training --train-tokens D)",
+        ));
+    }
+    let (batch, context) = (args.batch.unwrap_or(1), args.context.unwrap_or(4096));
+    let days = args.days.first().copied().unwrap_or(7);
     let accepted = args.accepted.accepted_results;
     let mode = match args.mode.as_str() {
         "inference" => Mode::Inference,
@@ -127,6 +143,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let catalog = args.catalog.load()?;
     let memory = plan::gpu_memory::load(args.gpu_memory.as_deref(), &catalog)?;
+    let request_model = args.model.clone();
     let request = Request {
         model: args.model,
         batch,
@@ -142,8 +159,11 @@ pub fn run(args: Args) -> Result<()> {
         &memory,
         days,
         accepted,
-        args.gpu.as_deref(),
+        args.gpu.first().map(String::as_str),
     )?;
+    let mut p = p;
+    p.notes
+        .extend(lab::timing::context_notes(&request_model, context));
     if args.json {
         return lab::stdout::json(&p);
     }
@@ -152,7 +172,7 @@ pub fn run(args: Args) -> Result<()> {
 
 /// `--bits`: a decimal from 1 to 64 with at most 4 decimals, e.g. `4.5`; returned normalized
 /// (`01` is 1, `64.0000` is 64, `4.50` is 4.5), as the plan then shows it.
-fn parse_bits(text: &str) -> Result<Decimal> {
+pub(super) fn parse_bits(text: &str) -> Result<Decimal> {
     let ok_shape = !text.is_empty()
         && text.len() <= 12
         && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
@@ -179,7 +199,7 @@ fn both(bytes: u64) -> String {
     format!("{bytes} B = {} GiB = {gb} GB", gib(bytes, 2))
 }
 
-fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
+pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
     let a = &p.architecture;
     let m = &p.memory;
     let mut out = vec![format!(
@@ -307,7 +327,11 @@ fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
             k.total_usd.map_or_else(dash, |u| u.to_string()),
             k.usd_per_gpu_day.to_string(),
             k.unit_cost_usd.map_or_else(dash, |u| u.to_string()),
-            if k.fits {
+            if k.fits && k.lots.unwrap_or(1) > 1 && k.gpus.unwrap_or(1) > 1 {
+                // Tensor parallel never crosses machines: over several lots it is a
+                // multi-machine setup (pipeline), which a workload times (--requests).
+                format!("multi-machine ({} lots)", k.lots.unwrap_or(1))
+            } else if k.fits {
                 "yes".into()
             } else {
                 format!(

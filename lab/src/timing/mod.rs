@@ -1,0 +1,339 @@
+//! Time and cost of a workload on each catalog GPU: the time half of `lab plan`
+//! (`docs/PLANNING.md`, "Time and cost").
+//!
+//! - [`gpu_perf`]: bandwidth, tensor throughput, link and efficiency factors per GPU
+//!   (`data/gpu-perf.csv`);
+//! - [`operators`]: the architecture as per-layer operators ([`operators::from_architecture`]
+//!   is the one adapter to the plan's architecture struct) and one step's FLOPs and bytes;
+//! - [`roofline`]: per-operator roofline, ceiling and expected, tensor parallel;
+//! - [`workload`]: requests or training tokens, and the training method;
+//! - [`decision`]: setups per lot, batch, times, the cheapest way to finish, predicted costs.
+//!
+//! Times and rates are decimals, rounded half-to-even once when shown (seconds to 6 places,
+//! tokens per second to 1, hours to 2, USD as stated per field); counts stay integers.
+
+pub mod decision;
+pub mod gpu_perf;
+pub mod operators;
+pub mod roofline;
+pub mod workload;
+
+#[cfg(test)]
+mod validation;
+
+use crate::catalog::Catalog;
+pub use crate::plan::family::Architecture;
+use crate::plan::gpu_memory::GpuMemory;
+use crate::plan::{self, packages::Need, Mode, Plan, Request, WeightsFormat};
+use crate::{Error, Result};
+use gpu_perf::{Format, GpuPerf};
+use operators::Widths;
+use roofline::Profile;
+use rust_decimal::Decimal;
+use serde::Serialize;
+use workload::{Method, Workload};
+
+/// The time answer (`time` in `lab plan --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TimePlan {
+    /// The workload.
+    pub workload: Workload,
+    /// Engine profile of the expected figures.
+    pub profile: Profile,
+    /// The products' format asked by the model (`bf16`, `fp16`, `fp8`).
+    pub format: Format,
+    /// Trained parameters (training), all or the adapters.
+    pub trained_parameters: Option<u64>,
+    /// Memory per sequence-batch for the method (LoRA: frozen base, adapters trained), at
+    /// batch 1, bytes.
+    pub need_bytes_batch_1: u64,
+    /// Network bandwidth assumed between lots, GB/s.
+    #[serde(with = "rust_decimal::serde::str")]
+    pub network_gb_s: Decimal,
+    /// Expected training MFU (assumed), when training.
+    #[serde(with = "rust_decimal::serde::str_option")]
+    pub training_mfu: Option<Decimal>,
+    /// Rows, cheapest finish first.
+    pub rows: Vec<decision::Row>,
+    /// Notes (context beyond the config's positions...).
+    pub notes: Vec<String>,
+    /// What the figures are: predictions, not observed costs.
+    pub label: String,
+}
+
+/// What `lab plan` gives the time model.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    /// The memory request (mode, batch and context are set here from the workload).
+    pub request: Request,
+    /// The workload.
+    pub workload: Workload,
+    /// `--batch` when given.
+    pub batch: Option<u64>,
+    /// Durations.
+    pub days: Vec<u32>,
+    /// GPUs (empty: all).
+    pub gpus: Vec<String>,
+    /// Profile.
+    pub profile: Profile,
+    /// Network between lots, GB/s.
+    pub network_gb_s: Decimal,
+}
+
+/// The memory plan at batch 1 for the workload (what `lab plan` shows above the time rows),
+/// and the time answer.
+///
+/// # Errors
+/// As [`plan::plan`]; [`Error::Usage`] for fp32 weights (no fp32 rate in the data), a
+/// workload no GPU can run.
+pub fn estimate(
+    ask: &Ask,
+    catalog: &Catalog,
+    memory: &[GpuMemory],
+    perf: &[GpuPerf],
+) -> Result<(Plan, TimePlan)> {
+    ask.workload.check()?;
+    let mut request = ask.request.clone();
+    let (mode, context) = match ask.workload {
+        Workload::Inference {
+            input_tokens,
+            output_tokens,
+            ..
+        } => (
+            Mode::Inference,
+            input_tokens
+                .checked_add(output_tokens)
+                .ok_or_else(|| Error::usage("--input-tokens plus --output-tokens overflows"))?,
+        ),
+        Workload::Training {
+            sequence, method, ..
+        } => {
+            if method == Method::Qlora {
+                request.weights = WeightsFormat::Named("int4".to_string());
+            }
+            (Mode::Training, sequence)
+        }
+    };
+    request.mode = mode;
+    request.context = context;
+    let days = ask.days.first().copied().unwrap_or(7);
+    request.batch = ask.batch.unwrap_or(1);
+    let shown = plan::plan(&request, catalog, memory, days, None, None)?;
+    request.batch = 1;
+    let one = plan::plan(&request, catalog, memory, days, None, None)?;
+    request.batch = 2;
+    let two = plan::plan(&request, catalog, memory, days, None, None)?;
+    let arch = architecture_of(&request.model)?;
+    let shape = operators::from_architecture(&arch);
+    let trained = match ask.workload {
+        Workload::Training {
+            method: Method::Full,
+            ..
+        } => u128::from(one.parameters),
+        Workload::Training { rank, targets, .. } => {
+            workload::lora_parameters(&shape, rank, targets)
+        }
+        Workload::Inference { .. } => 0,
+    };
+    let need = |p: &Plan| need_of(p, &ask.workload, trained, arch.latent.is_none());
+    let needs = decision::Needs {
+        one: need(&one),
+        two: need(&two),
+    };
+    let (widths, format) = widths(&one)?;
+    let mut notes = context_notes(&request.model, context);
+    if let Workload::Training {
+        method: Method::Lora | Method::Qlora,
+        ..
+    } = ask.workload
+    {
+        notes.push(format!(
+            "{}: the base is frozen (no gradients or optimizer state for it); {trained} adapter parameters trained at 16 bytes each",
+            if matches!(ask.workload, Workload::Training { method: Method::Qlora, .. }) { "QLoRA with a 4-bit base" } else { "LoRA" }
+        ));
+    }
+    let inputs = decision::Inputs {
+        arch: &arch,
+        shape,
+        widths,
+        format,
+        needs,
+        workload: ask.workload,
+        trained_parameters: trained,
+        batch: ask.batch,
+        network_gb_s: ask.network_gb_s,
+        profile: ask.profile,
+        days: ask.days.clone(),
+        gpus: ask.gpus.clone(),
+    };
+    let rows = decision::decide(&inputs, catalog, perf, memory)?;
+    let one_need = needs.one.sharded + needs.one.kv + needs.one.whole;
+    Ok((
+        shown,
+        TimePlan {
+            workload: ask.workload,
+            profile: ask.profile,
+            format,
+            trained_parameters: matches!(ask.workload, Workload::Training { .. })
+                .then(|| u64::try_from(trained).unwrap_or(u64::MAX)),
+            need_bytes_batch_1: u64::try_from(one_need).unwrap_or(u64::MAX),
+            network_gb_s: ask.network_gb_s,
+            training_mfu: matches!(ask.workload, Workload::Training { .. })
+                .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
+            rows,
+            notes,
+            label: "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between".to_string(),
+        },
+    ))
+}
+
+/// The memory split of a plan for the workload: inference and full training as `lab plan`
+/// splits them; LoRA and QLoRA: the frozen weights and the adapters' 16 bytes per parameter
+/// (2 weights + 2 gradients + 4 fp32 master + 8 moments) split, the activations whole.
+pub fn need_of(p: &Plan, w: &Workload, trained: u128, kv_split: bool) -> Need {
+    let m = &p.memory;
+    let weights = u128::from(m.weights_allocated_bytes);
+    match w {
+        Workload::Inference { .. } => Need {
+            sharded: weights,
+            kv: u128::from(m.kv_cache_bytes.max(m.prefill_kv_cache_bytes)),
+            kv_split,
+            whole: u128::from(m.activation_bytes),
+        },
+        Workload::Training {
+            method: Method::Full,
+            ..
+        } => {
+            let state =
+                weights + u128::from(m.master_weights_bytes) + u128::from(m.optimizer_bytes);
+            let rest = u128::from(m.total_bytes).saturating_sub(state);
+            let gradients = u128::from(m.gradients_bytes);
+            Need {
+                sharded: state + gradients.min(rest),
+                kv: 0,
+                kv_split,
+                whole: rest.saturating_sub(gradients),
+            }
+        }
+        Workload::Training { .. } => Need {
+            sharded: weights + 16 * trained,
+            kv: 0,
+            kv_split,
+            whole: u128::from(m.activation_bytes),
+        },
+    }
+}
+
+/// Byte widths and product format from the plan's weights.
+fn widths(p: &Plan) -> Result<(Widths, Format)> {
+    let f = p.weights_format.as_str();
+    if f.starts_with("fp32") {
+        return Err(Error::usage(
+            "fp32 weights: data/gpu-perf.csv has no fp32 or TF32 rates, so the time model does not cover them; give --weights-dtype bf16 (or fp16)",
+        ));
+    }
+    let quantized = f.contains("bits per matrix weight") || f.starts_with("as stored");
+    let params = Decimal::from(p.parameters);
+    let total = Decimal::from(p.memory.weights_bytes);
+    let linear = Decimal::from(p.parameter_breakdown.linear);
+    let (matrix, head) = if quantized && linear > Decimal::ZERO && !f.starts_with("as stored") {
+        (
+            (total - Decimal::TWO * (params - linear)) / linear,
+            Decimal::TWO,
+        )
+    } else {
+        (total / params, total / params)
+    };
+    let kv = Decimal::from(match p.kv_dtype.as_str() {
+        "fp32" => 4,
+        "bf16" | "fp16" => 2,
+        _ => 1,
+    });
+    let format = if f.starts_with("fp8") {
+        Format::Fp8
+    } else if f.starts_with("fp16") {
+        Format::Fp16
+    } else {
+        Format::Bf16
+    };
+    Ok((
+        Widths {
+            matrix,
+            head,
+            activation: Decimal::TWO,
+            kv,
+        },
+        format,
+    ))
+}
+
+/// A note when `context` passes the config's `max_position_embeddings` (read from the model
+/// folder or `config.json`; under `text_config` for Gemma 3), naming its `rope_scaling`
+/// (type, factor, original length) or its absence. Empty when within, or unreadable (the
+/// plan reports unreadable configs itself).
+pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
+    let path = if model.is_dir() {
+        model.join("config.json")
+    } else {
+        model.to_path_buf()
+    };
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text.trim_start_matches('\u{feff}'))
+    else {
+        return Vec::new();
+    };
+    let scope = v.get("text_config").unwrap_or(&v);
+    let Some(max) = scope
+        .get("max_position_embeddings")
+        .and_then(serde_json::Value::as_u64)
+    else {
+        return Vec::new();
+    };
+    if context <= max {
+        return Vec::new();
+    }
+    let scaling = scope.get("rope_scaling").filter(|s| !s.is_null());
+    let allows = match scaling {
+        None => "no rope_scaling: positions past it were never trained and quality is not assured"
+            .to_string(),
+        Some(s) => {
+            let kind = s
+                .get("rope_type")
+                .or_else(|| s.get("type"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("unnamed");
+            let factor = s
+                .get("factor")
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "no".into());
+            let original = s
+                .get("original_max_position_embeddings")
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "unstated".into());
+            format!(
+                "rope_scaling {} with factor {factor} (original {original} positions): max_position_embeddings is what the model states it supports",
+                crate::text::excerpt(kind)
+            )
+        }
+    };
+    vec![format!(
+        "context {context} exceeds config.json's max_position_embeddings {max}; {allows}"
+    )]
+}
+
+/// The plan's architecture of the model at `path` (the one place, with
+/// [`operators::from_architecture`], that knows how the plan reads a model).
+///
+/// # Errors
+/// As [`plan::model::read`].
+pub fn architecture_of(path: &std::path::Path) -> Result<Architecture> {
+    Ok(plan::model::read(path)?.architecture)
+}
+
+/// The architecture of a `config.json` text, for tests.
+#[cfg(test)]
+pub(crate) fn parse_config(text: &str) -> Architecture {
+    crate::plan::family::read(&serde_json::from_str(text).unwrap()).unwrap()
+}

@@ -1,0 +1,262 @@
+//! The per-operator roofline: each operator takes the larger of its FLOPs over the compute
+//! rate and its bytes over the memory bandwidth; a step is the sum over its operators (not
+//! the larger of the two totals: a step mixes compute-bound and bandwidth-bound operators),
+//! plus, in the expected figure, a launch cost per kernel, and under tensor parallel two
+//! all-reduces per layer over the lot's link.
+//!
+//! Two figures, never mixed ([`Basis`]): the *ceiling* uses the datasheet peaks at 100 % and
+//! no launch or latency cost, a bound no measurement may beat; the *expected* figure applies
+//! the GPU's efficiency factors and the engine profile's launch cost per kernel.
+//!
+//! Tensor parallel over t GPUs (Megatron-LM's split, Shoeybi et al. 2019): matrix products
+//! split their FLOPs and weights by t; attention splits its heads by t and its cache by
+//! `min(t, K)` (a latent cache is replicated); norms and elementwise work stay whole; each
+//! layer all-reduces its attention and its feed-forward output, `n·H·e` bytes each, a ring
+//! all-reduce moving `2·(t − 1)/t` of them over the link per GPU (NCCL's algorithm). A link
+//! without peer-to-peer goes through host memory: half its bandwidth.
+
+use super::gpu_perf::{Format, GpuPerf};
+use super::operators::{Kind, Op};
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+/// Latency of one all-reduce (or one pipeline hop) in the expected figure, microseconds:
+/// an assumed figure of the order NCCL reports for small messages inside one machine.
+pub const ALLREDUCE_LATENCY_US: u64 = 10;
+
+/// How the engine launches its kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// One launch from the host per kernel (PyTorch eager, `transformers`).
+    Eager,
+    /// Kernels replayed from a captured CUDA graph.
+    CudaGraphs,
+}
+
+impl Profile {
+    /// The flag value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Eager => "eager",
+            Profile::CudaGraphs => "cuda-graphs",
+        }
+    }
+}
+
+/// Which figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// Datasheet peaks at 100 %, no launch cost.
+    Ceiling,
+    /// Efficiency factors and the profile's launch cost.
+    Expected,
+}
+
+/// Rates of one GPU for one format and basis, in base units (FLOP/s, B/s, seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rates {
+    /// Matrix FLOP/s.
+    pub compute: Decimal,
+    /// Memory bytes per second.
+    pub bandwidth: Decimal,
+    /// Bytes per second at which decode attention reads the cache.
+    pub attention_bandwidth: Decimal,
+    /// Seconds per kernel launch.
+    pub launch: Decimal,
+    /// Link bytes per second per direction (peer-to-peer effective).
+    pub link: Decimal,
+    /// Seconds per all-reduce (latency).
+    pub latency: Decimal,
+}
+
+/// The rates of `gpu` for products in `format`; `None` when the GPU has no tensor cores for
+/// it.
+pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> Option<Rates> {
+    let tera = Decimal::from(1_000_000_000_000u64);
+    let giga = Decimal::from(1_000_000_000u64);
+    let micro = Decimal::new(1, 6);
+    let peak = gpu.tflops(format)? * tera;
+    let link = gpu.link_gb_s * giga
+        / if gpu.peer_to_peer() {
+            Decimal::ONE
+        } else {
+            Decimal::TWO
+        };
+    Some(match basis {
+        Basis::Ceiling => Rates {
+            compute: peak,
+            bandwidth: gpu.bandwidth_gb_s * giga,
+            attention_bandwidth: gpu.bandwidth_gb_s * giga,
+            launch: Decimal::ZERO,
+            link,
+            latency: Decimal::ZERO,
+        },
+        Basis::Expected => Rates {
+            compute: peak * gpu.compute_efficiency,
+            bandwidth: gpu.bandwidth_gb_s * giga * gpu.bandwidth_efficiency,
+            attention_bandwidth: gpu.bandwidth_gb_s * giga * gpu.decode_attention_efficiency,
+            launch: micro
+                * match profile {
+                    Profile::Eager => gpu.eager_launch_us,
+                    Profile::CudaGraphs => gpu.graph_launch_us,
+                },
+            link,
+            latency: micro * Decimal::from(ALLREDUCE_LATENCY_US),
+        },
+    })
+}
+
+/// One operator's time on one of `t` GPUs: `max(FLOPs / compute, bytes / bandwidth)` plus
+/// its launches.
+pub fn op_seconds(op: &Op, r: &Rates, t: u64, kv_heads: u64, latent: bool) -> Decimal {
+    let t = Decimal::from(t.max(1));
+    let mut bandwidth = r.bandwidth;
+    let (flops, bytes) = match op.kind {
+        Kind::Matmul => (op.flops / t, (op.weight_bytes + op.other_bytes) / t),
+        Kind::Attention | Kind::DecodeAttention => {
+            if op.kind == Kind::DecodeAttention {
+                bandwidth = r.attention_bandwidth;
+            }
+            let cache_split = if latent {
+                Decimal::ONE
+            } else {
+                t.min(Decimal::from(kv_heads.max(1)))
+            };
+            (op.flops / t, op.other_bytes / cache_split)
+        }
+        Kind::Elementwise => (op.flops, op.weight_bytes + op.other_bytes),
+    };
+    (flops / r.compute).max(bytes / bandwidth) + r.launch * Decimal::from(op.kernels)
+}
+
+/// A step's seconds on a tensor-parallel group of `t` GPUs: its operators summed, plus two
+/// all-reduces per layer of `tokens·hidden·activation` bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn step_seconds(
+    ops: &[Op],
+    r: &Rates,
+    t: u64,
+    kv_heads: u64,
+    latent: bool,
+    layers: u64,
+    tokens: u64,
+    hidden: u64,
+    activation: Decimal,
+) -> Decimal {
+    let compute: Decimal = ops
+        .iter()
+        .map(|o| op_seconds(o, r, t, kv_heads, latent))
+        .sum();
+    compute + allreduce_seconds(r, t, layers, tokens, hidden, activation)
+}
+
+/// `2·layers` ring all-reduces of `tokens·hidden·activation` bytes over `t` GPUs.
+pub fn allreduce_seconds(
+    r: &Rates,
+    t: u64,
+    layers: u64,
+    tokens: u64,
+    hidden: u64,
+    activation: Decimal,
+) -> Decimal {
+    if t <= 1 {
+        return Decimal::ZERO;
+    }
+    let bytes = Decimal::from(tokens) * Decimal::from(hidden) * activation;
+    let td = Decimal::from(t);
+    let one = Decimal::TWO * (td - Decimal::ONE) / td * bytes / r.link + r.latency;
+    Decimal::from(2 * layers) * one
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::timing::gpu_perf;
+
+    fn gpu(id: &str) -> GpuPerf {
+        let catalog = Catalog::embedded().unwrap();
+        gpu_perf::load(None, &catalog)
+            .unwrap()
+            .into_iter()
+            .find(|g| g.gpu == id)
+            .unwrap()
+    }
+
+    fn op(kind: Kind, flops: u64, bytes: u64) -> Op {
+        Op {
+            name: "x",
+            kind,
+            flops: Decimal::from(flops),
+            weight_bytes: Decimal::from(bytes),
+            other_bytes: Decimal::ZERO,
+            kernels: 1,
+        }
+    }
+
+    #[test]
+    fn each_operator_takes_its_own_bound_and_the_step_sums_them() {
+        let r = rates(&gpu("h200"), Format::Bf16, Basis::Ceiling, Profile::Eager).unwrap();
+        // 989.4e12 FLOP/s, 4.8e12 B/s: one compute-bound and one bandwidth-bound operator.
+        let a = op(Kind::Matmul, 989_400_000_000, 1);
+        let b = op(Kind::Matmul, 1, 4_800_000_000);
+        let step = step_seconds(
+            &[a.clone(), b.clone()],
+            &r,
+            1,
+            8,
+            false,
+            1,
+            1,
+            1,
+            Decimal::TWO,
+        );
+        // 1 ms + 1 ms; the max of the totals would say 1 ms.
+        assert_eq!(step, Decimal::new(2, 3));
+        // Expected: slower by the factors, plus one launch each.
+        let e = rates(&gpu("h200"), Format::Bf16, Basis::Expected, Profile::Eager).unwrap();
+        let x = step_seconds(&[a, b], &e, 1, 8, false, 1, 1, 1, Decimal::TWO);
+        let by_hand = Decimal::new(1, 3) / "0.769".parse::<Decimal>().unwrap()
+            + Decimal::new(1, 3) / "0.87".parse::<Decimal>().unwrap()
+            + Decimal::new(266, 7);
+        assert_eq!(x, by_hand);
+    }
+
+    #[test]
+    fn tensor_parallel_divides_and_pays_two_allreduces_per_layer() {
+        let g = gpu("a100-80gb");
+        let r = rates(&g, Format::Bf16, Basis::Ceiling, Profile::Eager).unwrap();
+        let ops = [op(Kind::Matmul, 0, 2_039_000_000)];
+        let one = step_seconds(&ops, &r, 1, 8, false, 1, 1, 1, Decimal::TWO);
+        assert_eq!(one, Decimal::new(1, 3));
+        // t = 2 over NVLink 3 (300 GB/s a direction): half the reads, plus 2 all-reduces of
+        // 1000 tokens × 4096 × 2 B, each moving half of them.
+        let two = step_seconds(&ops, &r, 2, 8, false, 1, 1000, 4096, Decimal::TWO);
+        let ar = Decimal::TWO * Decimal::from(8_192_000u64) / Decimal::from(300_000_000_000u64);
+        assert_eq!(two.round_dp(20), (Decimal::new(5, 4) + ar).round_dp(20));
+        // GeForce cards have no peer-to-peer: the same transfer at half the link.
+        let r4090 = rates(
+            &gpu("rtx4090"),
+            Format::Bf16,
+            Basis::Ceiling,
+            Profile::Eager,
+        )
+        .unwrap();
+        assert_eq!(r4090.link, Decimal::from(16_000_000_000u64));
+    }
+
+    #[test]
+    fn a_gpu_without_the_format_has_no_rate() {
+        assert!(rates(&gpu("t4"), Format::Bf16, Basis::Ceiling, Profile::Eager).is_none());
+        assert!(rates(
+            &gpu("a100-40gb"),
+            Format::Fp8,
+            Basis::Ceiling,
+            Profile::Eager
+        )
+        .is_none());
+        assert!(rates(&gpu("t4"), Format::Fp16, Basis::Ceiling, Profile::Eager).is_some());
+    }
+}
