@@ -145,6 +145,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let catalog = args.catalog.load()?;
     let memory = plan::gpu_memory::load(args.gpu_memory.as_deref(), &catalog)?;
+    let request_model = args.model.clone();
     let request = Request {
         model: args.model,
         batch,
@@ -162,6 +163,9 @@ pub fn run(args: Args) -> Result<()> {
         accepted,
         args.gpu.first().map(String::as_str),
     )?;
+    let mut p = p;
+    p.notes
+        .extend(lab::timing::context_notes(&request_model, context));
     if args.json {
         return lab::stdout::json(&p);
     }

@@ -5,7 +5,7 @@
 //! crosses lots): tensor-parallel degree t for every t of the model's degrees up to the lot's
 //! GPUs, with `gpus_per_lot / t` replicas (a two-GPU lot: two replicas, or tensor parallel 2).
 //! The batch of each replica is the largest the exact memory model fits (or `--batch`),
-//! capped by the work one replica gets. When no t fits in one lot, the layers are split over
+//! capped by the work one replica gets; the setup chosen is the fastest by expected hours. When no t fits in one lot, the layers are split over
 //! p lots (pipeline parallel, each lot tensor parallel over its GPUs) with the activations
 //! sent over the stated network between lots, one hop per lot boundary, without microbatch
 //! overlap (`device_map`-style: the ceiling of that setup, not of an interleaved schedule).
@@ -13,8 +13,12 @@
 //! Inference time of one batch: prefill of the prompts (TTFT, which yields the first output
 //! token), then `O − 1` decode steps; a decode step's time is affine in the cached length
 //! (attention grows linearly, the rest is constant), so the steps are `O − 1` times the step
-//! at the middle length `I + (O − 2)/2` (rounded down). Replicas work in parallel; each runs `ceil(requests per replica / batch)`
-//! batches one after the other (static batching).
+//! at the middle length `I + (O − 2)/2` (rounded down). Replicas work in parallel.
+//! Expected: each runs its requests in static batches one after the other, the last one timed
+//! at its own size. Ceiling: each keeps `ceiling_batch` sequences in flight all the time
+//! (continuous batching), `ceiling_batch` being what an engine with a paged cache and chunked
+//! prefill could hold (the cache at its average occupancy `I + O/2`, no prefill workspace),
+//! so that no engine's measurement can beat it.
 //!
 //! Training step of b sequences of T tokens: `FLOPs / (peak·MFU·t)` with FLOPs `6·N·b·T`
 //! (full; LoRA and QLoRA `4·N·b·T + 6·N_adapter·b·T`: no weight gradients for the frozen base)
@@ -84,7 +88,7 @@ impl Needs {
 #[derive(Debug, Clone)]
 pub struct Inputs<'a> {
     /// The architecture, for the tensor-parallel degrees and the memory split.
-    pub arch: &'a crate::plan::config::Architecture,
+    pub arch: &'a super::Architecture,
     /// The operators' shape.
     pub shape: Shape,
     /// Byte widths.
@@ -406,7 +410,7 @@ pub fn name(f: Format) -> &'static str {
 }
 
 /// Per-GPU bytes at degree t with the layers split over p lots.
-fn per_gpu(need: &Need, arch: &crate::plan::config::Architecture, t: u64, p: u64) -> u128 {
+fn per_gpu(need: &Need, arch: &super::Architecture, t: u64, p: u64) -> u128 {
     if p == 1 {
         return packages::per_gpu(need, arch, t);
     }

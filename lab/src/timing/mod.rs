@@ -24,6 +24,7 @@ pub mod workload;
 mod validation;
 
 use crate::catalog::Catalog;
+pub use crate::plan::config::Architecture;
 use crate::plan::gpu_memory::GpuMemory;
 use crate::plan::{self, packages::Need, Mode, Plan, Request, WeightsFormat};
 use crate::{Error, Result};
@@ -124,7 +125,7 @@ pub fn estimate(
     let one = plan::plan(&request, catalog, memory, days, None, None)?;
     request.batch = 2;
     let two = plan::plan(&request, catalog, memory, days, None, None)?;
-    let (arch, _, _, _) = plan::read_model(&request.model)?;
+    let arch = architecture_of(&request.model)?;
     let shape = operators::from_architecture(&arch);
     let trained = match ask.workload {
         Workload::Training {
@@ -183,7 +184,7 @@ pub fn estimate(
                 .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
             rows,
             notes,
-            label: "predictions (ceiling: datasheet peaks at 100 %; expected: the GPU's efficiency factors and the profile's launch cost), never a cost per accepted result".to_string(),
+            label: "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between".to_string(),
         },
     ))
 }
@@ -268,9 +269,11 @@ fn widths(p: &Plan) -> Result<(Widths, Format)> {
     ))
 }
 
-/// A note when the context passes the config's `max_position_embeddings`, with what its
-/// `rope_scaling` allows (issue #20 part A).
-fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
+/// A note when `context` passes the config's `max_position_embeddings` (read from the model
+/// folder or `config.json`; under `text_config` for Gemma 3), naming its `rope_scaling`
+/// (type, factor, original length) or its absence. Empty when within, or unreadable (the
+/// plan reports unreadable configs itself).
+pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
     let path = if model.is_dir() {
         model.join("config.json")
     } else {
@@ -320,4 +323,19 @@ fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
     vec![format!(
         "context {context} exceeds config.json's max_position_embeddings {max}; {allows}"
     )]
+}
+
+/// The plan's architecture of the model at `path` (the one place, with
+/// [`operators::from_architecture`], that knows how the plan reads a model).
+///
+/// # Errors
+/// As [`plan::read_model`].
+pub fn architecture_of(path: &std::path::Path) -> Result<Architecture> {
+    Ok(plan::read_model(path)?.0)
+}
+
+/// The architecture of a `config.json` text, for tests.
+#[cfg(test)]
+pub(crate) fn parse_config(text: &str) -> Architecture {
+    crate::plan::config::parse(text).unwrap()
 }

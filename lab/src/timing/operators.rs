@@ -437,13 +437,11 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::config;
 
     fn llama8b() -> Architecture {
-        config::parse(include_str!(
+        crate::timing::parse_config(include_str!(
             "../../../examples/models/llama-3.1-8b/config.json"
         ))
-        .unwrap()
     }
 
     #[test]
@@ -522,5 +520,105 @@ mod tests {
             cache,
             Decimal::from(1024u64 * 131_072 + 131_072 + 32 * 32 * 256 * 2)
         );
+    }
+
+    fn widths() -> Widths {
+        Widths {
+            matrix: Decimal::TWO,
+            head: Decimal::TWO,
+            activation: Decimal::TWO,
+            kv: Decimal::TWO,
+        }
+    }
+
+    #[test]
+    fn a_mixture_of_experts_reads_the_experts_a_step_touches() {
+        let arch = crate::timing::parse_config(include_str!(
+            "../../../examples/models/mixtral-8x7b/config.json"
+        ));
+        let shape = from_architecture(&arch);
+        let read = |batch: u64| -> Decimal {
+            step_ops(
+                &shape,
+                Step {
+                    batch,
+                    new: 1,
+                    past: 100,
+                },
+                &widths(),
+            )
+            .iter()
+            .filter(|o| o.name == "experts")
+            .map(|o| o.weight_bytes)
+            .sum()
+        };
+        let one_expert = Decimal::from(3u64 * 4096 * 14336 * 2);
+        // One token: 2 of 8 experts per layer, 32 layers.
+        assert_eq!(read(1), Decimal::from(2 * 32) * one_expert);
+        // Two tokens: 3.5 expected per layer.
+        assert_eq!(
+            read(2),
+            Decimal::new(35, 1) * Decimal::from(32) * one_expert
+        );
+    }
+
+    #[test]
+    fn latent_attention_decode_reads_the_compressed_cache() {
+        let arch = crate::timing::parse_config(include_str!(
+            "../../../examples/models/deepseek-v2-lite/config.json"
+        ));
+        let l = arch.latent.unwrap();
+        let shape = from_architecture(&arch);
+        let ops = step_ops(
+            &shape,
+            Step {
+                batch: 1,
+                new: 1,
+                past: 999,
+            },
+            &widths(),
+        );
+        let att: Vec<&Op> = ops.iter().filter(|o| o.name == "attention").collect();
+        assert_eq!(att.len() as u64, arch.layers);
+        // Per layer: 1000 tokens of (c + r) 16-bit values read, one written, queries and
+        // outputs; FLOPs 2·A·(2c + r) per key.
+        let width = l.kv_lora_rank + l.qk_rope_head_dim;
+        let qk = l.qk_nope_head_dim + l.qk_rope_head_dim;
+        let q_and_out = arch.heads * (qk + l.v_head_dim) * 2;
+        assert_eq!(
+            att[0].other_bytes,
+            Decimal::from(1000 * width * 2 + width * 2 + q_and_out)
+        );
+        assert_eq!(
+            att[0].flops,
+            Decimal::from(1000 * 2 * arch.heads * (2 * l.kv_lora_rank + l.qk_rope_head_dim))
+        );
+        assert_eq!(att[0].kind, Kind::Attention);
+    }
+
+    #[test]
+    fn sliding_layers_stop_reading_past_their_window() {
+        let arch = crate::timing::parse_config(include_str!(
+            "../../../examples/models/gemma-2-2b/config.json"
+        ));
+        let shape = from_architecture(&arch);
+        let ops = step_ops(
+            &shape,
+            Step {
+                batch: 1,
+                new: 1,
+                past: 20_000,
+            },
+            &widths(),
+        );
+        let kept: Vec<Decimal> = ops
+            .iter()
+            .filter(|o| matches!(o.kind, Kind::Attention | Kind::DecodeAttention))
+            .map(|o| o.flops)
+            .collect();
+        // Gemma 2 alternates sliding (4096) and full layers: the sliding ones attend 4096 keys.
+        let per_key = Decimal::from(2 * arch.heads * 2 * arch.head_dim);
+        assert_eq!(kept[0], per_key * Decimal::from(4096));
+        assert_eq!(kept[1], per_key * Decimal::from(20_001));
     }
 }

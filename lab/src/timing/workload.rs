@@ -126,15 +126,13 @@ pub fn lora_parameters(shape: &Shape, rank: u64, targets: Targets) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::config;
     use crate::timing::operators::from_architecture;
 
     #[test]
     fn lora_parameters_match_peft_counts() {
-        let arch = config::parse(include_str!(
+        let arch = crate::timing::parse_config(include_str!(
             "../../../examples/models/llama-3.1-8b/config.json"
-        ))
-        .unwrap();
+        ));
         let shape = from_architecture(&arch);
         // Rank 16 on q, k, v, o of Llama-3.1-8B: per layer 16·(4096+4096) + 2·16·(4096+1024)
         // + 16·(4096+4096) = 425984; 32 layers = 13631488 (PEFT prints 13,631,488).

@@ -278,3 +278,63 @@ fn several_gpus_and_durations_and_training_methods() {
     assert_eq!(v["time"]["workload"]["method"], "qlora");
     assert!(v["time"]["trained_parameters"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_context_past_the_configs_positions_is_a_note_naming_its_rope_scaling() {
+    let mistral = model("mistral-7b-v0.1");
+    let v = json(&[
+        "plan",
+        "--model",
+        mistral.as_str(),
+        "--context",
+        "40000",
+        "--gpu",
+        "h200",
+        "--json",
+    ]);
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("exceeds config.json's max_position_embeddings 32768; no rope_scaling")),
+        "{notes:?}"
+    );
+    let llama = model("llama-3.1-8b");
+    let v = json(&[
+        "plan",
+        "--model",
+        llama.as_str(),
+        "--requests",
+        "10",
+        "--input-tokens",
+        "200000",
+        "--output-tokens",
+        "10",
+        "--gpu",
+        "h200",
+        "--days",
+        "7",
+        "--json",
+    ]);
+    let notes = v["time"]["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("rope_scaling llama3 with factor 8.0 (original 8192 positions)")),
+        "{notes:?}"
+    );
+    // Within the positions: no note.
+    let v = json(&[
+        "plan",
+        "--model",
+        mistral.as_str(),
+        "--context",
+        "4096",
+        "--gpu",
+        "h200",
+        "--json",
+    ]);
+    assert!(v["notes"].as_array().unwrap().is_empty());
+}
