@@ -1,6 +1,6 @@
 //! `cargo xtask`: builds and checks IteraGPU Lab.
 //!
-//! One module per command (`dist`, `notebook`, `verify`, `worker`), plus the pieces they share:
+//! One module per command (`dist`, `notebook`, `picture`, `verify`, `worker`), plus the pieces they share:
 //! [`archive`] (the kit writer), [`content`] (the content checks `dist` and `verify` both
 //! make), [`notebook_check`] (the notebook gate), and the verify steps too long for `verify.rs`
 //! ([`archive_check`], [`notebook_kernel`]). What every command needs, the project root and
@@ -19,6 +19,7 @@ mod man;
 mod notebook;
 mod notebook_check;
 mod notebook_kernel;
+mod picture;
 mod verify;
 mod worker;
 
@@ -49,6 +50,8 @@ enum Command {
     Worker(worker::Args),
     /// Writes lab's manual pages (lab.1, lab-<command>.1) into target/man.
     Man(man::Args),
+    /// Writes docs/plan-frontier.svg from `lab plan --svg` (`--check`: only compare).
+    Picture(picture::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Dist(args) => dist::run(args).map(|()| ExitCode::SUCCESS),
         Command::Worker(args) => worker::run(args).map(|()| ExitCode::SUCCESS),
         Command::Man(args) => man::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Picture(args) => picture::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -106,6 +106,12 @@ fn name(text: &str) -> String {
     format!("\u{2068}{}\u{2069}", escape(&cut(text, NAME_MAX)))
 }
 
+/// `v` rounded to 0.01 px: positions from `log10` print the same on every platform's libm
+/// (the committed picture is compared byte for byte).
+fn px(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
 fn f(v: Decimal) -> f64 {
     v.to_f64().unwrap_or(0.0)
 }
@@ -210,7 +216,7 @@ fn draw(model: &str, time: &TimePlan, answer: &str, pts: &[Point]) -> Drawing {
     let k_hi = (hi.log10().ceil() as i32).max(k_lo + 1);
     let x_of = |h: f64| {
         let t = (h.max(MIN_HOURS).log10() - f64::from(k_lo)) / f64::from(k_hi - k_lo);
-        plot.x + t * plot.w
+        px(plot.x + t * plot.w)
     };
     // Costs on a log scale too: a plan's costs span from one lot to hundreds.
     let cents = pts.iter().map(|p| p.cost_cents.max(1) as f64);
@@ -224,7 +230,7 @@ fn draw(model: &str, time: &TimePlan, answer: &str, pts: &[Point]) -> Drawing {
     let e_hi = (c_hi.log10().ceil().max(0.0) as u32).max(e_lo + 1);
     let y_of = |c: i64| {
         let t = ((c.max(1) as f64).log10() - f64::from(e_lo)) / f64::from(e_hi - e_lo);
-        plot.y + plot.h - t * plot.h
+        px(plot.y + plot.h - t * plot.h)
     };
 
     // Frame, grid and ticks.
@@ -450,16 +456,16 @@ fn draw(model: &str, time: &TimePlan, answer: &str, pts: &[Point]) -> Drawing {
         ly += SMALL_LEAD;
     };
     let sy = |ly: f64| ly - 4.0;
-    let line = |ly: f64, extra: &str| {
+    let line = |ly: f64, colour: &str, extra: &str| {
         format!(
-            r##"<line x1="{PAD}" y1="{y}" x2="{}" y2="{y}" stroke="#222" stroke-width="2"{extra}/>"##,
+            r#"<line x1="{PAD}" y1="{y}" x2="{}" y2="{y}" stroke="{colour}" stroke-width="2"{extra}/>"#,
             PAD + 30.0,
             y = sy(ly)
         )
     };
     legend(
         &mut body,
-        line(l0, ""),
+        line(l0, "#222", ""),
         "frontier: the cheapest finish by each deadline",
     );
     let l1 = l0 + SMALL_LEAD;
@@ -495,7 +501,7 @@ fn draw(model: &str, time: &TimePlan, answer: &str, pts: &[Point]) -> Drawing {
         let l = l2 + SMALL_LEAD * (1 + i) as f64;
         legend(
             &mut body,
-            line(l, extra),
+            line(l, PALETTE[0], extra),
             &format!("bar from ceiling to expected hours; efficiency factors {label}"),
         );
     }
