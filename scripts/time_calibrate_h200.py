@@ -19,6 +19,9 @@ Measures, in one process, and writes one CSV per kind of point under OUT_DIR:
   backend that ran is read from the profiler's kernel names;
 - calibration-launch.csv: host cost per kernel of a chain of N tiny kernels launched eagerly
   against the same chain captured once in a CUDA graph and replayed;
+- calibration-grouped.csv: `grouped_mm` (transformers 5's default experts path) at the expert
+  shapes of Qwen3-30B-A3B, DeepSeek-V2-Lite and Mixtral-8x7B, tokens 1..16384 routed
+  uniformly to top_k distinct experts;
 - calibration.json: versions, GPU, clocks (nvidia-smi before and after), and per-class
   summaries (median achieved TFLOP/s, GB/s, efficiency against the H200 datasheet).
 
@@ -31,7 +34,9 @@ Inputs are random (never zeros) and rotate among enough copies that one pass exc
 Datasheet figures used for the efficiency columns (NVIDIA H200 datasheet, SXM): 4.8 TB/s
 HBM3e, 989 dense bf16 TFLOP/s (1979 with sparsity), 1979 dense fp8 TFLOP/s.
 
-Usage: time_calibrate_h200.py OUT_DIR [--dry-run]   (--dry-run: CPU, tiny sizes, same files)
+Usage: time_calibrate_h200.py OUT_DIR [--models DIR] [--only copy,matmul,attention,launch,grouped]
+       [--tag=-SUFFIX] [--dry-run]   (--dry-run: CPU, tiny sizes, same files; --tag names the
+       JSON and log of a partial re-run calibrationSUFFIX.json / calibrationSUFFIX-log.txt)
 """
 
 import argparse
@@ -290,15 +295,16 @@ def backend_of(fn):
         torch.cuda.synchronize()
     names = [e.key for e in prof.key_averages() if e.device_type.name == "CUDA"]
     joined = " ".join(names).lower()
-    if "flash" in joined:
-        b = "flash"
-    elif "cudnn" in joined or "cudnn_" in joined or "sm90_flash" in joined:
+    # cuDNN's kernels carry 'flash' in their names too: test for cuDNN first.
+    if "cudnn" in joined:
         b = "cudnn"
+    elif "flash" in joined:
+        b = "flash"
     elif "fmha" in joined or "mem_eff" in joined or "efficient" in joined:
         b = "efficient"
     else:
         b = "math?"
-    kernels = sorted(set(n[:60] for n in names))[:4]
+    kernels = sorted(set(n[:90] for n in names))[:4]
     return f"{b} [{' | '.join(kernels)}]"
 
 
@@ -380,6 +386,59 @@ def attn_row(phase, variant, batch, q_len, kv_len, flop, moved, fn):
             "achieved_TFLOPs": dec(flop / t / 1e12, 3), "achieved_GBps": dec(moved / t / 1e9, 1),
             "flop_efficiency": dec(flop / t / DATASHEET_BF16, 4),
             "bw_efficiency": dec(moved / t / DATASHEET_BW, 4), "backend": backend, "note": note}
+
+
+# ---------------------------------------------------------------- grouped experts ---
+
+def grouped_points():
+    """`grouped_mm` (transformers 5's default experts path) at the MoE configs' expert shapes:
+    T tokens, each routed to top_k distinct experts drawn uniformly (as random weights route),
+    rows sorted by expert, offsets by histc + cumsum; weights stored (E, out, in) and passed
+    transposed, as transformers' `_grouped_linear` does. bytes_min counts the weights of the
+    experts that got rows, the input and the output."""
+    rows = []
+    gmm = getattr(F, "grouped_mm", None) or torch._grouped_mm
+    cases = [("qwen3-30b-a3b", 128, 8, 2048, 768), ("deepseek-v2-lite", 64, 6, 2048, 1408),
+             ("mixtral-8x7b", 8, 2, 4096, 14336)]
+    tokens = [1, 4, 16, 64, 256, 1024, 4096, 16384] if not ARGS.dry_run else [1, 4]
+    if ARGS.dry_run:
+        cases = [("tiny", 4, 2, 64, 32)]
+    for name, experts, top_k, h, inter in cases:
+        for proj, (out_f, in_f) in (("gate_up", (2 * inter, h)), ("down", (h, inter))):
+            nw = copies(experts * out_f * in_f * 2)
+            ws = [rnd((experts, out_f, in_f)) for _ in range(nw)]
+            for t in tokens:
+                ids = torch.rand((t, experts), device=DEV).topk(top_k, dim=-1).indices.reshape(-1)
+                ids, _ = torch.sort(ids)
+                counts = torch.histc(ids.float(), bins=experts, min=0, max=experts - 1)
+                offs = torch.cumsum(counts, dim=0).to(torch.int32)
+                used = int((counts > 0).sum())
+                srows = t * top_k
+                xs = [rnd((srows, in_f)) for _ in range(copies(srows * in_f * 2))]
+                nx = len(xs)
+                flop = 2 * srows * out_f * in_f
+                moved = used * out_f * in_f * 2 + srows * in_f * 2 + srows * out_f * 2
+                note = ""
+                try:
+                    s = time_calls(lambda i: gmm(xs[i % nx], ws[i % nw].transpose(-2, -1), offs=offs), reps=20)
+                except Exception as e:
+                    s = {"median": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
+                    note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                tm = s["median"]
+                rows.append({"model": name, "proj": proj, "experts": experts, "top_k": top_k, "tokens": t,
+                             "rows": srows, "experts_used": used, "n": out_f, "k": in_f, "flop": flop,
+                             "bytes_min": moved, "median_s": dec(tm), "min_s": dec(s["min"]),
+                             "max_s": dec(s["max"]), "reps": s["n"],
+                             "achieved_TFLOPs": dec(flop / tm / 1e12, 3), "achieved_GBps": dec(moved / tm / 1e9, 1),
+                             "flop_efficiency": dec(flop / tm / DATASHEET_BF16, 4),
+                             "bw_efficiency": dec(moved / tm / DATASHEET_BW, 4), "note": note})
+                del xs
+            log(f"grouped {name} {proj}: " + ", ".join(
+                f"T={r['tokens']} {r['achieved_GBps']} GB/s" for r in rows[-len(tokens):][:4]))
+            del ws
+            if DEV == "cuda":
+                torch.cuda.empty_cache()
+    return rows
 
 
 # ---------------------------------------------------------------- launch cost ---
@@ -487,7 +546,8 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--models", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "models"))
     p.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: checks the script")
-    p.add_argument("--only", default="copy,matmul,attention,launch")
+    p.add_argument("--only", default="copy,matmul,attention,launch,grouped")
+    p.add_argument("--tag", default="", help="suffix of the JSON and log names (a partial re-run)")
     ARGS = p.parse_args()
     DEV = "cpu" if ARGS.dry_run else "cuda"
     os.makedirs(ARGS.out_dir, exist_ok=True)
@@ -512,7 +572,8 @@ def main():
     sections = [("launch", launch_points, "calibration-launch.csv"),
                 ("copy", copy_points, "calibration-copy.csv"),
                 ("attention", attention_points, "calibration-attention.csv"),
-                ("matmul", lambda: matmul_points(ARGS.models), "calibration-matmul.csv")]
+                ("matmul", lambda: matmul_points(ARGS.models), "calibration-matmul.csv"),
+                ("grouped", grouped_points, "calibration-grouped.csv")]
     got = {}
     for name, fn, fname in sections:
         if name not in only:
@@ -527,12 +588,12 @@ def main():
         meta[f"{name}_seconds"] = round(time.time() - t, 1)
         log(f"== {name}: {meta[f'{name}_seconds']} s, {len(got[name])} rows")
         meta["nvidia_smi_after_" + name] = smi()
-        with open(os.path.join(out, "calibration.json"), "w") as f:
+        with open(os.path.join(out, f"calibration{ARGS.tag}.json"), "w") as f:
             json.dump(meta, f, indent=1)
     copy, mm, attn, launch = (got.get(k, []) for k in ("copy", "matmul", "attention", "launch"))
     meta["summary"] = summarize(copy, mm, attn, launch)
     meta["total_seconds"] = round(time.time() - t0, 1)
-    with open(os.path.join(out, "calibration.json"), "w") as f:
+    with open(os.path.join(out, f"calibration{ARGS.tag}.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
     log("")
@@ -543,7 +604,7 @@ def main():
     for r in launch:
         log(f"  launch {r['kernel']:16s} N={r['chain_length']:5d} eager {r['eager_s_per_kernel']} s graph {r['graph_s_per_kernel']} s")
     log(f"total {meta['total_seconds']} s")
-    with open(os.path.join(out, "calibration-log.txt"), "w") as f:
+    with open(os.path.join(out, f"calibration{ARGS.tag}-log.txt"), "w") as f:
         f.write("\n".join(LOG) + "\n")
 
 

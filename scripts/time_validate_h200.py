@@ -36,6 +36,7 @@ Writes OUT_DIR/measured-TAG.csv, OUT_DIR/measured-TAG.json, OUT_DIR/measured-TAG
 """
 
 import argparse
+import contextlib
 import csv
 import gc
 import json
@@ -222,6 +223,30 @@ def set_position(cache, n):
 
 # ---------------------------------------------------------------- decode ---
 
+@contextlib.contextmanager
+def pinned_host_tensors(keep):
+    """During a capture, `torch.tensor(list, device='cuda')` goes through pinned host memory.
+
+    transformers' StaticSlidingWindowLayer.update, once the window is full, builds its write
+    index with `torch.tensor([-1], device=...)` inside the forward; a capture refuses that
+    pageable copy. The same values through a pinned buffer (kept alive in `keep` as long as
+    the graph) make the same kernels capturable; rows where it was used say so."""
+    orig = torch.tensor
+
+    def tensor(data, *args, device=None, **kw):
+        if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
+            host = orig(data, *args, **kw).pin_memory()
+            keep.append(host)
+            return host.to(device, non_blocking=True)
+        return orig(data, *args, device=device, **kw)
+
+    torch.tensor = tensor
+    try:
+        yield
+    finally:
+        torch.tensor = orig
+
+
 @torch.no_grad()
 def decode_points(model, label, weights, experts, batches, contexts, graphs=True):
     c = text_config(model)
@@ -293,8 +318,11 @@ def decode_one(model, label, experts, batch, context, vocab, graphs):
         torch.cuda.current_stream().wait_stream(s)
         set_position(cache, context - 1)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        keep = []
+        with pinned_host_tensors(keep), torch.cuda.graph(g):
             out = step()
+        if keep:
+            note = f"{len(keep)} host-built index tensors captured through pinned memory"
         for _ in range(3):
             set_position(cache, context - 1)
             g.replay()
@@ -307,7 +335,7 @@ def decode_one(model, label, experts, batch, context, vocab, graphs):
             t.stop()
         sync()
         samples = [t.seconds() for t in timers]
-        del g, out
+        del g, out, keep
     except Exception as e:
         note = f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
         torch.cuda.synchronize()
@@ -432,6 +460,9 @@ def main():
     p.add_argument("--only", default="")
     p.add_argument("--training", action="store_true")
     p.add_argument("--tag", default="run")
+    p.add_argument("--batches", default="", help="comma list replacing BATCHES")
+    p.add_argument("--contexts", default="", help="comma list replacing CONTEXTS")
+    p.add_argument("--no-prefill", action="store_true")
     p.add_argument("--dry-run", action="store_true")
     ARGS = p.parse_args()
     DEV = "cpu" if ARGS.dry_run else "cuda"
@@ -442,6 +473,12 @@ def main():
     batches = BATCHES if not ARGS.dry_run else [1, 2]
     contexts = CONTEXTS if not ARGS.dry_run else [32, 64]
     prompts = PROMPTS if not ARGS.dry_run else [16, 32]
+    if ARGS.batches:
+        batches = [int(x) for x in ARGS.batches.split(",")]
+    if ARGS.contexts:
+        contexts = [int(x) for x in ARGS.contexts.split(",")]
+    if ARGS.no_prefill:
+        prompts = []
     for name in [n for n in ARGS.only.split(",") if n]:
         t0 = time.time()
         folder = config_folder(name, tmp)
@@ -455,14 +492,16 @@ def main():
         info = {"model": name, "model_type": c.model_type, "layers": c.num_hidden_layers,
                 "weights_allocated_bytes": weights, "parameters": sum(x.numel() for x in model.parameters()),
                 "experts_implementation": experts, "attn_implementation": model.config._attn_implementation,
-                "build_seconds": round(time.time() - t0, 1)}
+                "build_seconds": round(time.time() - t0, 1),
+                # evidence that the weights are random, not zeros or left-over memory
+                "weight_std_sample": {n: float(w.float().std()) for n, w in list(model.named_parameters())[:3]}}
         MODELS.append(info)
         log(f"== {name}: {json.dumps(info)}")
         decode_points(model, name, weights, experts, batches, contexts)
         save()
         prefill_points(model, name, experts, prompts)
         save()
-        if c.model_type in MOE:
+        if c.model_type in MOE and prompts:
             # The per-expert loop, eager, batch 1: for comparison with grouped_mm.
             try:
                 model.set_experts_implementation("eager")

@@ -172,7 +172,7 @@ enum Command {
     Record(record::Args),
     /// Packages giving at least N GPUs for D days, cheapest first.
     Compare(compare::Args),
-    /// Which package fits a model (folder or config.json), and what it costs.
+    /// Which package holds a model (folder or config.json) and what it costs; with a workload, which package finishes it, how long it takes and what that costs.
     // Boxed: its flags make it by far the largest variant (clippy::large_enum_variant).
     Plan(Box<plan::Args>),
     /// Check a kit archive against its own manifest (as `cargo xtask verify --archive`).

@@ -398,17 +398,28 @@ fn training_counts_six_n_d_plus_attention_and_lora_freezes_the_base() {
 }
 
 /// The H200 measurements of `scripts/time_validate_h200.py` (transformers 5.17, PyTorch 2.11,
-/// bf16, SDPA, static cache): the ceiling step is never slower than a measured one, and the
-/// expected figure stays within the band `docs/PLANNING.md` reports for its rows.
+/// bf16, SDPA, static cache): the ceiling step is never slower than a measured one, and, for
+/// the dense models, the expected figure stays within the band `docs/PLANNING.md` reports.
+/// The mixture-of-experts and latent-attention rows (`measured-moe.csv`, grouped experts)
+/// are checked against the ceiling only: their expected figures are optimistic (PLANNING.md).
 #[test]
 fn the_h200_measurements_never_beat_the_ceiling() {
-    let csv = include_str!("../../../examples/h200/time/measured-dense.csv");
+    let dense = include_str!("../../../examples/h200/time/measured-dense.csv");
+    let moe = include_str!("../../../examples/h200/time/measured-moe.csv");
     let mut checked = 0;
     let mut worst = Decimal::ZERO;
-    for line in csv.lines().skip(1) {
+    let rows = dense
+        .lines()
+        .skip(1)
+        .map(|l| (l, true))
+        .chain(moe.lines().skip(1).map(|l| (l, false)));
+    for (line, banded) in rows {
         let f: Vec<&str> = line.split(',').collect();
-        if f[7].is_empty() {
-            continue; // capture failed: no measurement
+        // A family the plan does not know yet (qwen3_moe before its family lands) is skipped.
+        let supported =
+            super::architecture_of(&model(&format!("../examples/models/{}", f[0]))).is_ok();
+        if f[7].is_empty() || f[6] == "eager" || !supported {
+            continue; // no measurement, the per-expert loop, or a family the plan lacks
         }
         let (name, engine, phase) = (f[0], f[1], f[2]);
         let batch: u64 = f[3].parse().unwrap();
@@ -453,13 +464,13 @@ fn the_h200_measurements_never_beat_the_ceiling() {
         );
         // Eager steps are host-bound beyond the launch term for small models: only the CUDA
         // graph rows and the training steps are banded.
-        if engine != "eager" || phase == "train" {
+        if banded && (engine != "eager" || phase == "train") {
             let err = ((expected - measured) / measured).abs();
             worst = worst.max(err);
         }
         checked += 1;
     }
-    assert!(checked >= 100, "{checked}");
+    assert!(checked >= 150, "{checked}");
     // docs/PLANNING.md's table: CUDA-graph decode within 38 %, training within 11 %.
     assert!(worst < Decimal::new(40, 2), "worst expected error {worst}");
 }
