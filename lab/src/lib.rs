@@ -4,6 +4,7 @@
 //! - [`estimate`]: weight memory from a parameter count and a storage width (no GPU);
 //! - [`catalog`]: the package price list, validated; [`pricing`]: package totals and cost per
 //!   result; [`compare`]: the packages that meet a need, cheapest first;
+//! - [`device`]: the GPU a command names (`cuda:N`, `all`, a list), parsed once from the flag;
 //! - [`document`]: the measurement document (its types, reading, checking, writing);
 //!   [`environment`]: what libtorch and the GPU report; [`measure`]: the measurement's flags,
 //!   one run through the worker, and its summary; [`worker`]: starting the libtorch worker and
@@ -33,6 +34,7 @@ pub mod catalog;
 #[doc(hidden)]
 pub mod cli;
 pub mod compare;
+pub mod device;
 pub mod digest;
 pub mod document;
 pub mod environment;

@@ -37,31 +37,19 @@ pub struct Args {
     pub check: bool,
 }
 
-/// Writes `contents` to `path` when they differ, or with `check` fails naming the command
-/// that regenerates it (generate-or-check: one function, so the check cannot drift from the
-/// generator).
+/// Writes the picture when it differs from `svg`, or with `check` fails naming the command
+/// that regenerates it; the comparison and the atomic write are
+/// [`crate::codegen::ensure_file_contents`]'s, shared with `cargo xtask codegen`.
 ///
 /// # Errors
-/// With `check`: `path` is missing or differs. Without: it cannot be written.
-pub fn generate_or_check(path: &Path, contents: &[u8], check: bool, command: &str) -> Result<()> {
-    let current = std::fs::read(path).ok();
-    if current.as_deref() == Some(contents) {
-        return Ok(());
+/// With `check`: the picture is missing or differs. Without: it cannot be written.
+pub fn generate_or_check(root: &Path, svg: &[u8], check: bool) -> Result<()> {
+    match crate::codegen::ensure_file_contents(root, PICTURE, svg, check)? {
+        None => Ok(()),
+        Some(file) => {
+            bail!("{file} is not up to date; run `cargo xtask picture` and commit the result")
+        }
     }
-    if check {
-        bail!(
-            "{} is {}; run `{command}` and commit the result",
-            path.display(),
-            if current.is_some() {
-                "out of date"
-            } else {
-                "missing"
-            }
-        );
-    }
-    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))?;
-    lab::errln!("wrote {}", path.display());
-    Ok(())
 }
 
 /// Runs `lab` with `args` plus `--FLAG OUT` in the workspace `root`; returns the file's bytes.
@@ -96,7 +84,7 @@ pub fn run(args: Args) -> Result<()> {
 
 fn check_or_write(ctx: &Ctx, check: bool) -> Result<()> {
     let svg = draw(&ctx.sh)?;
-    generate_or_check(&ctx.root.join(PICTURE), &svg, check, "cargo xtask picture")
+    generate_or_check(&ctx.root, &svg, check)
 }
 
 /// Verify step: the committed picture is up to date.
@@ -263,15 +251,16 @@ mod tests {
     #[test]
     fn generate_then_check_then_detect_a_change() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.svg");
-        let err = generate_or_check(&path, b"a", true, "cargo xtask picture").unwrap_err();
-        assert!(err.to_string().contains("missing"), "{err}");
-        generate_or_check(&path, b"a", false, "x").unwrap();
-        generate_or_check(&path, b"a", true, "x").unwrap();
-        std::fs::write(&path, b"b").unwrap();
-        let err = generate_or_check(&path, b"a", true, "cargo xtask picture").unwrap_err();
-        assert!(err.to_string().contains("out of date"), "{err}");
+        std::fs::create_dir(dir.path().join("docs")).unwrap();
+        let path = dir.path().join(super::PICTURE);
+        let err = generate_or_check(dir.path(), b"a", true).unwrap_err();
         assert!(err.to_string().contains("cargo xtask picture"), "{err}");
+        assert!(!path.exists());
+        generate_or_check(dir.path(), b"a", false).unwrap();
+        generate_or_check(dir.path(), b"a", true).unwrap();
+        std::fs::write(&path, b"b").unwrap();
+        let err = generate_or_check(dir.path(), b"a", true).unwrap_err();
+        assert!(err.to_string().contains("not up to date"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), b"b");
     }
 

@@ -145,7 +145,7 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                     let model = &m.document.synthetic_model;
                     let per_forward = model.flops_per_forward as f64;
                     m.document.rows_of(phase).map(move |r| {
-                        let prediction = predict(model, phase, r.baseline_allocated_bytes);
+                        let prediction = predict(model, phase, r.counters.baseline_allocated_bytes);
                         let flops =
                             (r.forward_passes > 0).then_some(per_forward * r.forward_passes as f64);
                         ReportRow {
@@ -154,7 +154,7 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                             predicted_end_allocated_bytes: prediction.end_allocated_bytes,
                             predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
                             peak_allocated_minus_predicted_bytes: i128::from(
-                                r.peak_allocated_bytes,
+                                r.counters.peak_allocated_bytes,
                             ) - i128::from(
                                 prediction.peak_allocated_bytes,
                             ),
