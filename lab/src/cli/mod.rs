@@ -14,7 +14,6 @@ mod environment;
 mod estimate;
 mod measure;
 mod plan;
-mod plan_time;
 mod price;
 mod record;
 mod report;

@@ -7,6 +7,10 @@ use lab::{Error, Result};
 use rust_decimal::Decimal;
 use std::path::PathBuf;
 
+// The workload half (`lab plan` with --requests or --train-tokens): a child, so that the two
+// halves sharing the flags and the memory table form no import circle.
+mod time;
+
 /// `--batch` and `--context`: a whole number from 1 to 2^32 (the one number grammar).
 fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
     values::whole(text, 1, 1 << 32)
@@ -96,7 +100,7 @@ pub struct Args {
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub(super) gpu: Vec<String>,
     #[command(flatten)]
-    pub(super) time: super::plan_time::TimeArgs,
+    pub(super) time: time::TimeArgs,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     pub(super) json: bool,
@@ -110,7 +114,7 @@ pub struct Args {
 /// (exit 1) for unreadable files.
 pub fn run(args: Args) -> Result<()> {
     if args.time.given() {
-        return super::plan_time::run(args);
+        return time::run(args);
     }
     if args.time.pictures() {
         return Err(Error::usage(

@@ -1,6 +1,6 @@
 //! `lab plan` with a workload: time and cost per GPU and package (`lab::timing`).
 
-use super::plan::{parse_bits, render, Args};
+use super::{parse_bits, render, Args};
 use lab::plan::{self, Mode, Request, WeightsFormat};
 use lab::timing::decision::Row;
 use lab::timing::roofline::Profile;
