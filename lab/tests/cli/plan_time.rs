@@ -338,3 +338,69 @@ fn a_context_past_the_configs_positions_is_a_note_naming_its_rope_scaling() {
     ]);
     assert!(v["notes"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn a_gpu_perf_file_replaces_the_embedded_one_through_the_same_validator() {
+    let m = model("llama-3.1-8b");
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = std::fs::read_to_string(repo_root().join("data/gpu-perf.csv")).unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, shipped.replacen("h200,4800,", "h200,fast,", 1)).unwrap();
+    let bad = bad.display().to_string();
+    let args = [
+        "plan",
+        "--model",
+        m.as_str(),
+        "--requests",
+        "10",
+        "--input-tokens",
+        "100",
+        "--output-tokens",
+        "10",
+        "--gpu",
+        "h200",
+        "--gpu-perf",
+        bad.as_str(),
+    ];
+    usage_error(
+        &args,
+        "gpu performance file: line 13: bandwidth_gb_s must be a positive decimal",
+    );
+    // A faster H200 (twice the bandwidth) in a replacement file halves the decode ceiling.
+    let fast = dir.path().join("fast.csv");
+    std::fs::write(&fast, shipped.replacen("h200,4800,", "h200,9600,", 1)).unwrap();
+    let fast = fast.display().to_string();
+    let base = [
+        "plan",
+        "--model",
+        m.as_str(),
+        "--requests",
+        "1",
+        "--input-tokens",
+        "1024",
+        "--output-tokens",
+        "2",
+        "--batch",
+        "1",
+        "--gpu",
+        "h200",
+        "--days",
+        "7",
+        "--json",
+    ];
+    let tpot = |v: &serde_json::Value| -> f64 {
+        v["time"]["rows"][0]["setup"]["ceiling"]["tpot_s"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let shipped_tpot = tpot(&json(&base));
+    let mut with_file: Vec<&str> = base.to_vec();
+    with_file.extend(["--gpu-perf", fast.as_str()]);
+    let fast_tpot = tpot(&json(&with_file));
+    assert!(
+        (shipped_tpot / fast_tpot - 2.0).abs() < 0.01,
+        "{shipped_tpot} {fast_tpot}"
+    );
+}

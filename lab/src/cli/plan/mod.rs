@@ -1,4 +1,7 @@
-//! `lab plan`: which package fits a model, and what it costs.
+//! `lab plan`: which package fits a model, and what it costs; with a workload ([`time`]),
+//! which package finishes it.
+
+mod time;
 
 use lab::plan::{self, Mode, Request, WeightsFormat};
 use lab::units::gib;
@@ -6,10 +9,6 @@ use lab::values;
 use lab::{Error, Result};
 use rust_decimal::Decimal;
 use std::path::PathBuf;
-
-// The workload half (`lab plan` with --requests or --train-tokens): a child, so that the two
-// halves sharing the flags and the memory table form no import circle.
-mod time;
 
 /// `--batch` and `--context`: a whole number from 1 to 2^32 (the one number grammar).
 fn plan_size(text: &str) -> std::result::Result<u64, values::Refusal> {
