@@ -1,6 +1,6 @@
 //! `cargo xtask`: builds and checks IteraGPU Lab.
 //!
-//! One module per command (`dist`, `notebook`, `verify`, `worker`), plus the pieces they share:
+//! One module per command (`dist`, `notebook`, `picture`, `verify`, `worker`), plus the pieces they share:
 //! [`archive`] (the kit writer), [`content`] (the content checks `dist` and `verify` both
 //! make), [`notebook_check`] (the notebook gate), [`imports`] (the import graph and its floors), [`codegen`] (the generated files), and the verify steps too long for `verify.rs`
 //! ([`archive_check`], [`notebook_kernel`]). What every command needs, the project root and
@@ -21,6 +21,7 @@ mod man;
 mod notebook;
 mod notebook_check;
 mod notebook_kernel;
+mod picture;
 mod verify;
 mod worker;
 
@@ -55,6 +56,8 @@ enum Command {
     Codegen(codegen::Args),
     /// Prints the import graph of lab/src and xtask/src and checks it against the floors.
     Imports,
+    /// Writes docs/plan-frontier.svg from `lab plan --svg` (`--check`: only compare).
+    Picture(picture::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Man(args) => man::run(args).map(|()| ExitCode::SUCCESS),
         Command::Codegen(args) => codegen::run(args).map(|()| ExitCode::SUCCESS),
         Command::Imports => imports::run(&project_root()).map(|()| ExitCode::SUCCESS),
+        Command::Picture(args) => picture::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

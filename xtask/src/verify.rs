@@ -11,7 +11,7 @@
 //! `lab verify-kit`. Exit codes as `lab verify-kit`: 1 for a problem or a missing file, 2 for a
 //! path that is not a file.
 
-use crate::{archive, archive_check, content, crate_check, notebook_kernel, worker, Ctx};
+use crate::{archive, archive_check, content, crate_check, notebook_kernel, picture, worker, Ctx};
 use anyhow::{Context, Result};
 use lab::kit;
 use std::path::{Path, PathBuf};
@@ -84,6 +84,11 @@ pub const STEPS: &[Step] = &[
     Step::new("notebook: nbformat schema and kit rules", notebook),
     Step::new("notebook up to date", notebook_up_to_date),
     Step::new("python tests", python_tests),
+    Step::new(
+        "guide picture up to date (docs/plan-frontier.svg)",
+        picture::up_to_date,
+    ),
+    Step::new("plan page in headless Chromium", picture::browser),
     Step::slow(
         "notebook in a Jupyter kernel without PyTorch",
         notebook_kernel::step,

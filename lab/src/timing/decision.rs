@@ -167,6 +167,9 @@ pub struct Setup {
     pub ceiling: Speed,
     /// Expected figures.
     pub expected: Speed,
+    /// The cheapest way to finish within the row's duration with this setup (the row's
+    /// `finish` for the chosen one); `None` when no number of lots finishes.
+    pub finish: Option<Finish>,
 }
 
 /// The cheapest way to finish within one duration.
@@ -183,6 +186,10 @@ pub struct Finish {
     /// Hours it takes (expected), 2 decimals.
     #[serde(with = "rust_decimal::serde::str")]
     pub hours: Decimal,
+    /// Hours the same lots take at the ceiling (datasheet peaks, the ceiling's batch), 2
+    /// decimals: the low end of the finish's range.
+    #[serde(with = "rust_decimal::serde::str")]
+    pub ceiling_hours: Decimal,
     /// Cost, cents.
     pub cost_cents: i64,
     /// Cost, USD, 2 decimals.
@@ -225,6 +232,9 @@ pub struct Row {
     pub predicted_usd_per_unit: Option<Decimal>,
     /// Why the GPU cannot run the workload, or how its format is run.
     pub notes: Vec<String>,
+    /// Where the GPU's efficiency factors come from: `measured`, `carried over` or `assumed`
+    /// ([`super::gpu_perf::LABELS`]).
+    pub factors: String,
 }
 
 /// Builds the rows for every asked GPU and duration, sorted by finishing cost.
@@ -278,6 +288,7 @@ pub fn decide(
             predicted_usd_per_million_tokens: None,
             predicted_usd_per_unit: None,
             notes: Vec::new(),
+            factors: gpu.efficiency_label.clone(),
         };
         let Some(format) = native_format(gpu, inputs.format, &mut row.notes) else {
             rows.push(row);
@@ -296,11 +307,15 @@ pub fn decide(
             continue;
         }
         setups.sort_by_key(|s| s.expected.hours);
-        let chosen = setups.remove(0);
+        let mut chosen = setups.remove(0);
         let seconds = Decimal::from(u64::from(entry.days) * 24 * HOUR);
         let base_hours = chosen.expected.hours;
         row.package_covers = Some(base_hours * Decimal::from(HOUR) <= seconds);
-        row.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents);
+        for s in &mut setups {
+            s.finish = finish(inputs, s, gpu, format, seconds, lot_cents);
+        }
+        chosen.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents);
+        row.finish = chosen.finish.clone();
         let (units, tokens) = match inputs.workload {
             Workload::Inference {
                 requests,
@@ -555,6 +570,7 @@ fn setup(
         need_bytes_per_gpu: u64::try_from(need).unwrap_or(u64::MAX),
         ceiling: speed(Basis::Ceiling, top)?,
         expected: speed(Basis::Expected, batch)?,
+        finish: None,
     })
 }
 
@@ -869,12 +885,26 @@ fn finish(
         ),
         (false, _) => format!("{l} lots at once for one package"),
     };
+    // The same lots at the ceiling's batch and rates (the work is split the same way).
+    let ceiling_hours = speed(
+        inputs,
+        gpu,
+        format,
+        Basis::Ceiling,
+        s.tensor_parallel,
+        s.replicas_per_lot.max(1),
+        s.lots_per_replica,
+        s.ceiling_batch,
+        l,
+    )?
+    .hours;
     Some(Finish {
         basis: Basis::Expected,
         profile: inputs.profile,
         lots: l,
         packages: k,
         hours,
+        ceiling_hours,
         cost_cents: cents,
         cost_usd: Decimal::new(cents, 2),
         how,

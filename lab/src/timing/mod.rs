@@ -7,7 +7,8 @@
 //!   is the one adapter to the plan's architecture struct) and one step's FLOPs and bytes;
 //! - [`roofline`]: per-operator roofline, ceiling and expected, tensor parallel;
 //! - [`workload`]: requests or training tokens, and the training method;
-//! - [`decision`]: setups per lot, batch, times, the cheapest way to finish, predicted costs.
+//! - [`decision`]: setups per lot, batch, times, the cheapest way to finish, predicted costs;
+//! - [`picture`]: the decision drawn (hours against cost to finish) as SVG and as an HTML page.
 //!
 //! Times and rates are decimals, rounded half-to-even once when shown (seconds to 6 places,
 //! tokens per second to 1, hours to 2, USD as stated per field); counts stay integers.
@@ -15,6 +16,7 @@
 pub mod decision;
 pub mod gpu_perf;
 pub mod operators;
+pub mod picture;
 pub mod roofline;
 pub mod workload;
 

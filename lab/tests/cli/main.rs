@@ -10,6 +10,7 @@ mod fleet;
 mod measure_guard;
 mod messages;
 mod plan;
+mod plan_picture;
 mod plan_time;
 mod price;
 mod process;

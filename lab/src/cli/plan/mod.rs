@@ -115,6 +115,11 @@ pub fn run(args: Args) -> Result<()> {
     if args.time.given() {
         return time::run(args);
     }
+    if args.time.pictures() {
+        return Err(Error::usage(
+            "--svg and --html draw a workload's time and cost: add --requests N --input-tokens I --output-tokens O (or --mode training --train-tokens D)",
+        ));
+    }
     if args.days.len() > 1 || args.gpu.len() > 1 {
         return Err(Error::usage(
             "several --days or --gpu need a workload (--requests ... or --mode training --train-tokens D)",

@@ -54,6 +54,12 @@ pub struct TimeArgs {
     /// GPU performance file instead of the embedded data/gpu-perf.csv.
     #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     gpu_perf: Option<PathBuf>,
+    /// Also draw the decision (hours against cost to finish) to this new SVG file.
+    #[arg(long, value_name = "OUT.svg", allow_hyphen_values = true)]
+    svg: Option<PathBuf>,
+    /// Also write one self-contained HTML page (the drawing, the answer, the table).
+    #[arg(long, value_name = "OUT.html", allow_hyphen_values = true)]
+    html: Option<PathBuf>,
 }
 
 impl TimeArgs {
@@ -70,6 +76,48 @@ impl TimeArgs {
             || self.network_gb_s.is_some()
             || self.gpu_perf.is_some()
     }
+
+    /// Whether `--svg` or `--html` was given.
+    pub fn pictures(&self) -> bool {
+        self.svg.is_some() || self.html.is_some()
+    }
+}
+
+/// Refuses `--svg` / `--html` paths before any work: existing, in a missing folder, or the
+/// same path twice.
+fn check_pictures(t: &TimeArgs) -> Result<()> {
+    for path in t.svg.iter().chain(&t.html) {
+        lab::output::check_new(path)?;
+    }
+    if let (Some(a), Some(b)) = (&t.svg, &t.html) {
+        if a == b {
+            return Err(Error::usage(format!(
+                "--svg and --html both name {}: give each its own new file",
+                a.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the drawing and the page of the same plan; when the page fails, the drawing just
+/// written is removed again, so a failed run leaves no file.
+fn write_pictures(t: &TimeArgs, model: &str, time: &TimePlan, answer: &str) -> Result<()> {
+    use lab::timing::picture::{html, svg};
+    let drawing = svg::render(model, time, answer);
+    if let Some(path) = &t.svg {
+        lab::output::write_new(path, drawing.svg.as_bytes())?;
+    }
+    if let Some(path) = &t.html {
+        let page = html::render(model, time, answer, &drawing);
+        if let Err(e) = lab::output::write_new(path, page.as_bytes()) {
+            if let Some(svg) = &t.svg {
+                let _ = std::fs::remove_file(svg);
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 fn workload(args: &Args) -> Result<Workload> {
@@ -221,6 +269,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let network_gb_s = network(args.time.network_gb_s.as_deref())?;
+    check_pictures(&args.time)?;
     let weights = match (&args.weights_dtype, &args.bits) {
         (Some(name), _) => WeightsFormat::Named(name.clone()),
         (None, Some(bits)) => WeightsFormat::Bits(parse_bits(bits)?),
@@ -253,13 +302,21 @@ pub fn run(args: Args) -> Result<()> {
         network_gb_s,
     };
     let (p, t) = timing::estimate(&ask, &catalog, &memory, &perf)?;
+    if args.time.pictures() {
+        let line = answer(&t).concat();
+        write_pictures(&args.time, &p.model, &t, &line)?;
+    }
     if args.json {
         return lab::stdout::json(&Both { plan: &p, time: &t });
     }
     let mut out = answer(&t);
     out.extend(render(&p, catalog.describe()));
     out.extend(table(&t));
-    lab::stdout::lines(&out)
+    lab::stdout::lines(&out)?;
+    for path in args.time.svg.iter().chain(&args.time.html) {
+        lab::errln!("written to {}", path.display());
+    }
+    Ok(())
 }
 
 fn answer(t: &TimePlan) -> Vec<String> {
