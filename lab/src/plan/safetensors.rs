@@ -10,7 +10,8 @@
 //! Checks (each failure is one line, exit 2): the header length fits the file and
 //! [`MAX_HEADER_BYTES`]; the JSON is an object of well-formed entries; the dtype is known;
 //! `end - begin` equals the elements times the dtype's width; every range lies inside the
-//! data; no two ranges overlap; no key is given twice ([`super::json`]). Shard names must be
+//! data; the ranges tile the data as the reference library requires (no overlap, no gap, no
+//! bytes past the last tensor: [`contiguous`]); no key is given twice ([`super::json`]). Shard names must be
 //! plain file names next to the index, and each must exist; a tensor named in two shards is
 //! refused. A model file that is present but cannot be read (a dangling symbolic link, a
 //! link loop, no permission) is exit 1, never skipped.
@@ -315,9 +316,11 @@ pub fn parse_header(
     let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
     for (name, entry) in &map {
         if name == "__metadata__" {
-            let ok = entry
-                .as_object()
-                .is_some_and(|m| m.values().all(Value::is_string));
+            // The reference reads it as `Option<HashMap<String, String>>`: null is none.
+            let ok = entry.is_null()
+                || entry
+                    .as_object()
+                    .is_some_and(|m| m.values().all(Value::is_string));
             if !ok {
                 return Err("__metadata__ must be an object of strings".to_string());
             }
@@ -387,18 +390,44 @@ pub fn parse_header(
             .entry(dtype.to_string())
             .or_default() += elements;
     }
+    contiguous(ranges, data_len)?;
+    Ok((summary, names))
+}
+
+/// The reference library's layout rule (`safetensors/src/tensor.rs`, `Metadata::validate`
+/// and `SafeTensors::read_metadata`): sorted by `data_offsets`, the first tensor begins at 0,
+/// each begins where the one before ends, and the last ends where the file ends
+/// (`InvalidOffset`, `MetadataIncompleteBuffer`). So no overlap, no gap, no trailing data;
+/// empty tensors may share an offset.
+fn contiguous(mut ranges: Vec<(u64, u64, &str)>, data_len: u64) -> std::result::Result<(), String> {
     ranges.sort_unstable();
-    for pair in ranges.windows(2) {
-        let ((_, end_a, a), (begin_b, _, b)) = (pair[0], pair[1]);
-        if begin_b < end_a {
+    let mut end = 0u64;
+    let mut before: Option<&str> = None;
+    for (begin, stop, name) in ranges {
+        if begin < end {
             return Err(format!(
                 "tensors \"{}\" and \"{}\" overlap in the data (corrupt header)",
-                crate::text::excerpt(a),
-                crate::text::excerpt(b)
+                crate::text::excerpt(before.unwrap_or_default()),
+                crate::text::excerpt(name)
             ));
         }
+        if begin > end {
+            return Err(format!(
+                "{} unused bytes before tensor \"{}\" (data_offsets begin at {begin}, the data before ends at {end}); the safetensors library refuses gaps",
+                begin - end,
+                crate::text::excerpt(name)
+            ));
+        }
+        end = stop;
+        before = Some(name);
     }
-    Ok((summary, names))
+    if end != data_len {
+        return Err(format!(
+            "{} bytes of data past the last tensor (the tensors end at {end} of {data_len}); the safetensors library refuses a file longer than its tensors",
+            data_len - end
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a whole small file, refusing one over `limit` bytes; `what` names the file in that
@@ -508,6 +537,76 @@ mod tests {
         }
     }
 
+    /// The layout class of the reference library: every way the ranges can fail to tile the
+    /// data is refused, every tiling accepted (in any key order, empty tensors anywhere).
+    #[test]
+    fn ranges_must_tile_the_data_as_the_reference_requires() {
+        let t = |name: &str, begin: u64, end: u64| {
+            format!(
+                r#""{name}":{{"dtype":"U8","shape":[{}],"data_offsets":[{begin},{end}]}}"#,
+                end - begin
+            )
+        };
+        let refused = [
+            (vec![t("a", 1, 3)], 3, "1 unused bytes before tensor \"a\""),
+            (
+                vec![t("a", 0, 2), t("b", 4, 6)],
+                6,
+                "2 unused bytes before tensor \"b\"",
+            ),
+            (
+                vec![t("a", 0, 2)],
+                5,
+                "3 bytes of data past the last tensor",
+            ),
+            (vec![], 1, "1 bytes of data past the last tensor"),
+            (
+                vec![t("a", 0, 4), t("b", 2, 6)],
+                6,
+                "\"a\" and \"b\" overlap",
+            ),
+            (vec![t("b", 0, 4), t("a", 0, 4)], 8, "overlap"),
+        ];
+        for (entries, data_len, needle) in refused {
+            let header = format!("{{{}}}", entries.join(","));
+            let e = parse_header(header.as_bytes(), data_len).unwrap_err();
+            assert!(e.contains(needle), "{header}: {e}");
+        }
+        let accepted = [
+            (vec![], 0),
+            (vec![t("z", 0, 2), t("a", 2, 5)], 5),
+            (vec![t("b", 3, 5), t("a", 0, 3)], 5),
+            (
+                vec![t("e", 0, 0), t("f", 0, 0), t("a", 0, 1), t("g", 1, 1)],
+                1,
+            ),
+        ];
+        for (entries, data_len) in accepted {
+            let header = format!("{{{}}}", entries.join(","));
+            let (s, _) = parse_header(header.as_bytes(), data_len).unwrap();
+            assert_eq!(s.data_bytes, data_len, "{header}");
+        }
+    }
+
+    /// `__metadata__` as the reference reads it: absent, null or an object of strings.
+    #[test]
+    fn metadata_may_be_null() {
+        for metadata in [r#""__metadata__":null,"#, r#""__metadata__":{},"#, ""] {
+            let header =
+                format!(r#"{{{metadata}"a":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#);
+            assert_eq!(
+                parse_header(header.as_bytes(), 1).unwrap().0.tensors,
+                1,
+                "{header}"
+            );
+        }
+        for metadata in ["[]", "1", r#""pt""#, r#"{"a":null}"#] {
+            let header = format!(r#"{{"__metadata__":{metadata}}}"#);
+            let e = parse_header(header.as_bytes(), 0).unwrap_err();
+            assert!(e.contains("object of strings"), "{header}: {e}");
+        }
+    }
+
     #[test]
     fn lengths_past_the_file_or_the_limit_are_refused() {
         assert!(check_length(100, 50).unwrap_err().contains("does not fit"));
@@ -556,7 +655,7 @@ mod tests {
             let text = serde_json::to_string(&map).unwrap();
             match parse_header(text.as_bytes(), data_len) {
                 Ok((s, _)) => {
-                    prop_assert!(s.data_bytes <= data_len);
+                    prop_assert_eq!(s.data_bytes, data_len);
                     prop_assert_eq!(s.tensors as usize, entries.len());
                 }
                 Err(e) => prop_assert!(!e.contains('\n')),

@@ -8,6 +8,7 @@ mod flags;
 mod fleet;
 mod measure_guard;
 mod messages;
+mod plan_headers;
 mod price;
 mod process;
 mod record;
