@@ -59,6 +59,8 @@ pub struct Summary {
     pub elements_by_dtype: BTreeMap<String, u64>,
     /// Files read (one, or the shards of an index).
     pub files: Vec<String>,
+    /// Header bytes read, over all files.
+    pub header_bytes: u64,
 }
 
 impl Summary {
@@ -81,6 +83,10 @@ impl Summary {
             *slot = slot.checked_add(n).ok_or_else(overflow)?;
         }
         self.files.extend(other.files);
+        self.header_bytes = self
+            .header_bytes
+            .checked_add(other.header_bytes)
+            .ok_or_else(overflow)?;
         Ok(())
     }
 
@@ -93,14 +99,31 @@ impl Summary {
     }
 }
 
+/// Most header bytes read over all the shards of one folder: [`MAX_HEADER_BYTES`], the
+/// reference library's limit for one header, applied to the folder as a whole.
+pub const MAX_FOLDER_HEADER_BYTES: u64 = MAX_HEADER_BYTES;
+
+/// Most tensors an index may name: 1,048,576 (the largest public checkpoints name about
+/// 10⁵: DeepSeek-V3's index lists 91,991 tensors).
+pub const MAX_TENSORS: usize = 1 << 20;
+
+/// Header bytes a shard may spend per tensor the index puts in it, on top of the tensor's
+/// name: a JSON entry `{"dtype":"BF16","shape":[128256,4096],"data_offsets":[0,1050673152]}`
+/// takes about 70; 512 leaves room for any realistic shape.
+pub const HEADER_BYTES_PER_TENSOR: u64 = 512;
+
+/// Header bytes a shard may spend on its `__metadata__` and layout (64 KiB).
+pub const HEADER_BYTES_PER_SHARD: u64 = 64 << 10;
+
 /// Reads the safetensors header(s) of the model folder `folder`, if any: the index and its
 /// shards when `model.safetensors.index.json` is there, else `model.safetensors`, else
-/// `None`. A name counts as there when the folder has an entry for it, so that a symbolic
-/// link whose target is missing (an interrupted Hugging Face download) is reported, not
-/// skipped.
+/// `None` when the folder holds no `.safetensors` file at all. A name counts as there when
+/// the folder has an entry for it, so that a symbolic link whose target is missing (an
+/// interrupted Hugging Face download) is reported, not skipped.
 ///
 /// # Errors
-/// [`Error::Usage`] for any malformed header or index (see the module documentation);
+/// [`Error::Usage`] for any malformed header or index (see the module documentation), for
+/// `.safetensors` files that neither an index lists nor are `model.safetensors` (named);
 /// [`Error::Runtime`] for a file that is there but cannot be read.
 pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
     let index = folder.join("model.safetensors.index.json");
@@ -108,8 +131,21 @@ pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
         return read_index(&index).map(Some);
     }
     let single = folder.join("model.safetensors");
+    let others = safetensors_files(folder, &BTreeSet::from(["model.safetensors"]))?;
+    if !others.is_empty() {
+        let shown = crate::text::one_line(&folder.display().to_string());
+        let what = if present(&single)? {
+            "next to model.safetensors, which transformers loads alone"
+        } else {
+            "with neither model.safetensors nor model.safetensors.index.json (the index that lists shards)"
+        };
+        return Err(Error::usage(format!(
+            "{shown} holds {} {what}: add the index, remove the extra files, or give config.json alone to plan from the config",
+            names_shown(&others)
+        )));
+    }
     if present(&single)? {
-        let (summary, _) = read_file(&single)?;
+        let (summary, _) = read_file(&single, MAX_HEADER_BYTES)?;
         return Ok(Some(summary));
     }
     Ok(None)
@@ -133,12 +169,78 @@ pub fn present(path: &Path) -> Result<bool> {
     }
 }
 
+/// The `.safetensors` entries of `folder` other than `known`, sorted.
+///
+/// # Errors
+/// [`Error::Runtime`] when the folder cannot be listed.
+fn safetensors_files(folder: &Path, known: &BTreeSet<&str>) -> Result<Vec<String>> {
+    let cannot = |e: std::io::Error| {
+        Error::runtime(format!(
+            "cannot list {}: {e}",
+            crate::text::one_line(&folder.display().to_string())
+        ))
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).map_err(cannot)? {
+        let name = entry.map_err(cannot)?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".safetensors") && !known.contains(name.as_ref()) {
+            found.push(name.into_owned());
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+/// Up to three names, quoted, then how many more.
+fn names_shown(names: &[String]) -> String {
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(3)
+        .map(|n| format!("\"{}\"", crate::text::excerpt(n)))
+        .collect();
+    if names.len() > 3 {
+        shown.push(format!("and {} more", names.len() - 3));
+    }
+    shown.join(", ")
+}
+
+/// Why `file`, a shard name from an index, is not a plain `.safetensors` file name next to
+/// the index, or `None` when it is one. The class: empty, `.` or `..`, a path (a `/` or `\`
+/// separator anywhere, which also covers absolute paths), a NUL (no file system has such a
+/// name), or another extension (`config.json` read as weights).
+pub fn shard_name_problem(file: &str) -> Option<&'static str> {
+    if file.is_empty() {
+        Some("is empty")
+    } else if file.contains('\0') {
+        Some("holds a NUL character")
+    } else if file.contains(['/', '\\']) {
+        Some("is a path, not a file name next to the index")
+    } else if file == "." || file == ".." {
+        Some("is not a file name")
+    } else if !file.ends_with(".safetensors") || file == ".safetensors" {
+        Some("is not a .safetensors file name")
+    } else {
+        None
+    }
+}
+
 /// Reads an index and the header of every shard it names.
 ///
 /// # Errors
-/// As [`read_folder`]; also a shard name with a path in it, a missing shard, a tensor listed
-/// in the index but absent from its shard, and a tensor found in two shards.
+/// As [`read_folder`]; also a shard name that is not a plain `.safetensors` file name
+/// ([`shard_name_problem`]), a missing shard, more than [`MAX_TENSORS`] tensors, a shard
+/// header over its share of bytes ([`HEADER_BYTES_PER_TENSOR`], [`HEADER_BYTES_PER_SHARD`])
+/// or past [`MAX_FOLDER_HEADER_BYTES`] in all, a tensor listed in the index but absent from
+/// its shard, a tensor in a shard that the index does not put there, and a `.safetensors`
+/// file in the folder that the index does not list.
 pub fn read_index(index: &Path) -> Result<Summary> {
+    read_index_within(index, MAX_FOLDER_HEADER_BYTES)
+}
+
+/// [`read_index`] with `folder_limit` header bytes over all shards in place of
+/// [`MAX_FOLDER_HEADER_BYTES`] (so that tests can reach the limit with small files).
+fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
     let shown = crate::text::one_line(&index.display().to_string());
     let bytes = read_bounded(index, MAX_INDEX_BYTES, "model index")?;
     let value = super::json::parse(super::json::strip_bom(&bytes))
@@ -148,6 +250,12 @@ pub fn read_index(index: &Path) -> Result<Summary> {
             "{shown}: no \"weight_map\" object (tensor name -> shard file)"
         )));
     };
+    if map.len() > MAX_TENSORS {
+        return Err(Error::usage(format!(
+            "{shown}: weight_map names {} tensors, over the {MAX_TENSORS} lab plan reads",
+            map.len()
+        )));
+    }
     let mut shards: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (tensor, file) in map {
         let Some(file) = file.as_str() else {
@@ -156,10 +264,11 @@ pub fn read_index(index: &Path) -> Result<Summary> {
                 crate::text::excerpt(tensor)
             )));
         };
-        if file.is_empty() || file.contains(['/', '\\']) || file == ".." || file == "." {
+        if let Some(problem) = shard_name_problem(file) {
             return Err(Error::usage(format!(
-                "{shown}: shard \"{}\" is not a plain file name next to the index",
-                crate::text::excerpt(file)
+                "{shown}: shard \"{}\" of tensor \"{}\" {problem}",
+                crate::text::excerpt(file),
+                crate::text::excerpt(tensor)
             )));
         }
         shards.entry(file).or_default().insert(tensor);
@@ -168,21 +277,44 @@ pub fn read_index(index: &Path) -> Result<Summary> {
         return Err(Error::usage(format!("{shown}: weight_map is empty")));
     }
     let folder = index.parent().unwrap_or(Path::new("."));
+    let folder_shown = crate::text::one_line(&folder.display().to_string());
+    let listed: BTreeSet<&str> = shards.keys().copied().collect();
+    let unlisted = safetensors_files(folder, &listed)?;
+    if !unlisted.is_empty() {
+        return Err(Error::usage(format!(
+            "{folder_shown} holds {} that {shown} does not list: remove what does not belong or fix the index",
+            names_shown(&unlisted)
+        )));
+    }
     let mut total = Summary::default();
-    let mut seen: BTreeMap<String, String> = BTreeMap::new();
-    for (file, listed) in shards {
+    let mut header_bytes: u64 = 0;
+    for (file, tensors) in &shards {
         let path = folder.join(file);
         // A directory, a FIFO or a dangling link of that name is there: read_file says what
         // is wrong with it.
         if !present(&path)? {
             return Err(Error::usage(format!(
-                "{shown} names shard \"{}\", which is not in {}",
-                crate::text::excerpt(file),
-                crate::text::one_line(&folder.display().to_string())
+                "{shown} names shard \"{}\", which is not in {folder_shown}",
+                crate::text::excerpt(file)
             )));
         }
-        let (summary, names) = read_file(&path)?;
-        for tensor in &listed {
+        let share = tensors.iter().fold(HEADER_BYTES_PER_SHARD, |sum, t| {
+            sum.saturating_add(t.len() as u64 + HEADER_BYTES_PER_TENSOR)
+        });
+        let left = folder_limit.saturating_sub(header_bytes);
+        let (summary, names) = read_file(&path, share.min(left)).map_err(|e| {
+            if let Error::Usage(m) = &e {
+                if m.ends_with(OVER_BUDGET) {
+                    return Error::usage(format!(
+                        "{m}: the index puts {} tensors in it, which need at most {share} bytes, and the folder's headers may take {folder_limit} bytes in all ({header_bytes} read before it)",
+                        tensors.len()
+                    ));
+                }
+            }
+            e
+        })?;
+        header_bytes += summary.header_bytes;
+        for tensor in tensors {
             if !names.contains(*tensor) {
                 return Err(Error::usage(format!(
                     "{shown} puts tensor \"{}\" in {}, whose header does not have it",
@@ -191,20 +323,24 @@ pub fn read_index(index: &Path) -> Result<Summary> {
                 )));
             }
         }
-        for name in names {
-            if let Some(first) = seen.insert(name.clone(), file.to_string()) {
-                return Err(Error::usage(format!(
-                    "tensor \"{}\" is in two shards: {} and {}",
-                    crate::text::excerpt(&name),
-                    crate::text::excerpt(&first),
-                    crate::text::excerpt(file)
-                )));
-            }
+        if let Some(extra) = names.iter().find(|n| !tensors.contains(n.as_str())) {
+            let elsewhere = match map.get(extra).and_then(Value::as_str) {
+                Some(other) => format!("puts it in {}", crate::text::excerpt(other)),
+                None => "does not name it".to_string(),
+            };
+            return Err(Error::usage(format!(
+                "{} holds tensor \"{}\" but {shown} {elsewhere}",
+                crate::text::excerpt(file),
+                crate::text::excerpt(extra)
+            )));
         }
         total.add(summary)?;
     }
     Ok(total)
 }
+
+/// How a refusal by [`read_file`] for a header over its budget ends.
+const OVER_BUDGET: &str = "more than lab plan reads for it";
 
 /// Refuses a path that is not a regular file (a FIFO would block `open`, a device never ends).
 ///
@@ -231,12 +367,13 @@ fn regular_file(path: &Path, shown: &str) -> Result<()> {
     }
 }
 
-/// Reads the header of one safetensors file: its summary and its tensor names.
+/// Reads the header of one safetensors file, at most `max_header` bytes of it: its summary
+/// and its tensor names.
 ///
 /// # Errors
-/// As [`parse_header`], prefixed with the file name; [`Error::Runtime`] when the file cannot
-/// be opened or read.
-pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
+/// As [`parse_header`], prefixed with the file name; a header over `max_header` bytes
+/// (checked before it is read); [`Error::Runtime`] when the file cannot be opened or read.
+pub fn read_file(path: &Path, max_header: u64) -> Result<(Summary, BTreeSet<String>)> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
     regular_file(path, &shown)?;
@@ -251,6 +388,11 @@ pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     file.read_exact(&mut prefix).map_err(cannot)?;
     let n = u64::from_le_bytes(prefix);
     check_length(n, file_len).map_err(|e| Error::usage(format!("{shown}: {e}")))?;
+    if n > max_header {
+        return Err(Error::usage(format!(
+            "{shown}: safetensors header of {n} bytes, {OVER_BUDGET}"
+        )));
+    }
     let mut header = Vec::new();
     file.take(n).read_to_end(&mut header).map_err(cannot)?;
     if header.len() as u64 != n {
@@ -261,6 +403,7 @@ pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     }
     let (mut summary, names) = parse_header(&header, file_len - 8 - n)
         .map_err(|e| Error::usage(format!("{shown}: {e}")))?;
+    summary.header_bytes = n;
     summary.files.push(
         path.file_name()
             .map(|f| f.to_string_lossy().into_owned())
@@ -588,6 +731,70 @@ mod tests {
         }
     }
 
+    /// The folder's header budget counts every shard: two shards within their own shares
+    /// but over the folder's limit together are refused at the second, before it is read.
+    #[test]
+    fn the_folder_limit_spans_the_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = |name: &str| {
+            file_bytes(
+                &format!(r#"{{"{name}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#),
+                1,
+            )
+        };
+        let a = one("a");
+        std::fs::write(dir.path().join("a.safetensors"), &a).unwrap();
+        std::fs::write(dir.path().join("b.safetensors"), one("b")).unwrap();
+        let index = dir.path().join("model.safetensors.index.json");
+        std::fs::write(
+            &index,
+            r#"{"weight_map":{"a":"a.safetensors","b":"b.safetensors"}}"#,
+        )
+        .unwrap();
+        let header = a.len() as u64 - 9;
+        assert_eq!(
+            read_index_within(&index, 2 * header).unwrap().header_bytes,
+            2 * header
+        );
+        let e = read_index_within(&index, 2 * header - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.safetensors: safetensors header of"), "{e}");
+        assert!(e.contains(&format!("({header} read before it)")), "{e}");
+    }
+
+    /// Every kind of shard name that is not a plain `.safetensors` file next to the index.
+    #[test]
+    fn shard_names_are_plain_safetensors_file_names() {
+        let bad = [
+            ("", "empty"),
+            ("a\0.safetensors", "NUL"),
+            ("\0", "NUL"),
+            ("/etc/x.safetensors", "a path"),
+            ("/", "a path"),
+            ("sub/x.safetensors", "a path"),
+            ("..\\x.safetensors", "a path"),
+            ("C:\\x.safetensors", "a path"),
+            ("../x.safetensors", "a path"),
+            ("..", "not a file name"),
+            (".", "not a file name"),
+            (".safetensors", "not a .safetensors"),
+            ("config.json", "not a .safetensors"),
+            ("x.safetensors.index.json", "not a .safetensors"),
+        ];
+        for (name, needle) in bad {
+            let problem = shard_name_problem(name).unwrap_or_default();
+            assert!(problem.contains(needle), "{name:?}: {problem:?}");
+        }
+        for good in [
+            "model-00001-of-00002.safetensors",
+            "é.safetensors",
+            "..x.safetensors",
+        ] {
+            assert_eq!(shard_name_problem(good), None, "{good}");
+        }
+    }
+
     /// `__metadata__` as the reference reads it: absent, null or an object of strings.
     #[test]
     fn metadata_may_be_null() {
@@ -622,13 +829,13 @@ mod tests {
             4,
         );
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_file(&path).unwrap().0.elements, 4);
+        assert_eq!(read_file(&path, MAX_HEADER_BYTES).unwrap().0.elements, 4);
         bytes.truncate(bytes.len() - 10);
         std::fs::write(&path, &bytes).unwrap();
-        let e = read_file(&path).unwrap_err();
+        let e = read_file(&path, MAX_HEADER_BYTES).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         std::fs::write(&path, [1u8, 2, 3]).unwrap();
-        assert!(read_file(&path)
+        assert!(read_file(&path, MAX_HEADER_BYTES)
             .unwrap_err()
             .to_string()
             .contains("truncated"));
@@ -670,7 +877,7 @@ mod tests {
             let mut bytes = prefix.to_le_bytes().to_vec();
             bytes.extend(body);
             std::fs::write(&path, &bytes).unwrap();
-            if let Err(e) = read_file(&path) {
+            if let Err(e) = read_file(&path, MAX_HEADER_BYTES) {
                 prop_assert_eq!(e.exit_code(), 2);
             }
         }

@@ -5,7 +5,7 @@ use crate::support::{assert_refused, lab};
 use serde_json::Value;
 use std::path::Path;
 
-/// A Llama config of 11 parameters (every size 1), so that a header of a few elements is a
+/// A Llama config of 12 parameters (every size 1), so that a header of a few elements is a
 /// plausible checkpoint for it.
 pub const TINY_LLAMA: &str = r#"{"model_type":"llama","hidden_size":1,"intermediate_size":1,
 "num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1,"torch_dtype":"bfloat16"}"#;
@@ -111,4 +111,168 @@ fn headers_must_tile_their_data() {
         r#"{"__metadata__":null,"a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}"#;
     let dir = folder(TINY_LLAMA, &[("model.safetensors", raw(null_metadata, 16))]);
     assert_eq!(planned(dir.path())["headers"]["data_bytes"], 16);
+}
+
+/// A folder's files: name and bytes.
+type Files = Vec<(&'static str, Vec<u8>)>;
+
+/// An index file naming `map` (tensor -> shard).
+fn index(map: &[(&str, &str)]) -> (&'static str, Vec<u8>) {
+    let map: serde_json::Map<String, Value> = map
+        .iter()
+        .map(|(t, f)| (t.to_string(), Value::from(*f)))
+        .collect();
+    (
+        "model.safetensors.index.json",
+        serde_json::json!({ "weight_map": map })
+            .to_string()
+            .into_bytes(),
+    )
+}
+
+/// What an index does not account for is refused by name: a tensor in a shard that the
+/// index does not name or puts elsewhere, a `.safetensors` file it does not list, a header
+/// larger than its listed tensors need.
+#[test]
+fn shards_hold_what_the_index_names_and_nothing_else() {
+    let cases: Vec<(Files, &str)> = vec![
+        (
+            vec![
+                index(&[("a", "s.safetensors")]),
+                ("s.safetensors", bf16(&[("a", 4), ("x", 4)])),
+            ],
+            "s.safetensors holds tensor \"x\" but",
+        ),
+        (
+            vec![
+                index(&[("a", "s.safetensors"), ("b", "t.safetensors")]),
+                ("s.safetensors", bf16(&[("a", 4)])),
+                ("t.safetensors", bf16(&[("b", 4), ("a", 4)])),
+            ],
+            "t.safetensors holds tensor \"a\" but",
+        ),
+        (
+            vec![
+                index(&[("a", "s.safetensors")]),
+                ("s.safetensors", bf16(&[("a", 4)])),
+                ("t.safetensors", bf16(&[("b", 4)])),
+            ],
+            "holds \"t.safetensors\" that",
+        ),
+        (
+            vec![
+                index(&[("a", "s.safetensors")]),
+                ("s.safetensors", bf16(&[("a", 4)])),
+                ("model.safetensors", bf16(&[("a", 4)])),
+            ],
+            "holds \"model.safetensors\" that",
+        ),
+        (
+            vec![
+                index(&[("a", "s.safetensors")]),
+                (
+                    "s.safetensors",
+                    raw(
+                        &format!(
+                            r#"{{"__metadata__":{{"pad":"{}"}},"a":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#,
+                            "x".repeat(70_000)
+                        ),
+                        1,
+                    ),
+                ),
+            ],
+            "more than lab plan reads for it: the index puts 1 tensors in it",
+        ),
+    ];
+    for (files, needle) in cases {
+        let dir = folder(TINY_LLAMA, &files);
+        refused(dir.path(), 2, needle);
+    }
+    // The same folder with the index's tensors only plans.
+    let dir = folder(
+        TINY_LLAMA,
+        &[
+            index(&[("a", "s.safetensors")]),
+            ("s.safetensors", bf16(&[("a", 16)])),
+        ],
+    );
+    planned(dir.path());
+}
+
+/// Five shards whose headers claim 100 MB each while the index names five small tensors:
+/// refused at the first, without reading it (the files are sparse; reading one would take
+/// seconds and 100 MB).
+#[test]
+fn huge_headers_are_refused_before_they_are_read() {
+    let names: Vec<String> = (1..=5)
+        .map(|i| format!("model-0000{i}-of-00005.safetensors"))
+        .collect();
+    let tensors: Vec<String> = (1..=5).map(|i| format!("t{i}")).collect();
+    let map: Vec<(&str, &str)> = tensors
+        .iter()
+        .map(String::as_str)
+        .zip(names.iter().map(String::as_str))
+        .collect();
+    let dir = folder(TINY_LLAMA, &[index(&map)]);
+    for name in &names {
+        let file = std::fs::File::create(dir.path().join(name)).unwrap();
+        use std::io::Write;
+        (&file).write_all(&100_000_000u64.to_le_bytes()).unwrap();
+        file.set_len(100_000_016).unwrap();
+    }
+    refused(dir.path(), 2, "model-00001-of-00005.safetensors: safetensors header of 100000000 bytes, more than lab plan reads");
+}
+
+/// `.safetensors` files that lab would not read (no index, and not model.safetensors, or
+/// beside it) are refused by name, never skipped.
+#[test]
+fn safetensors_files_nobody_lists_are_named() {
+    let w = || bf16(&[("a", 4)]);
+    let cases: Vec<(Files, &str)> = vec![
+        (
+            vec![("model-00001-of-00002.safetensors", w()), ("model-00002-of-00002.safetensors", w())],
+            "holds \"model-00001-of-00002.safetensors\", \"model-00002-of-00002.safetensors\" with neither model.safetensors nor model.safetensors.index.json",
+        ),
+        (vec![("consolidated.safetensors", w())], "holds \"consolidated.safetensors\" with neither"),
+        (
+            vec![("model.safetensors", w()), ("adapter_model.safetensors", w())],
+            "holds \"adapter_model.safetensors\" next to model.safetensors",
+        ),
+        (
+            vec![("a.safetensors", w()), ("b.safetensors", w()), ("c.safetensors", w()), ("d.safetensors", w()), ("e.safetensors", w())],
+            "\"c.safetensors\", and 2 more",
+        ),
+    ];
+    for (files, needle) in cases {
+        let dir = folder(TINY_LLAMA, &files);
+        refused(dir.path(), 2, needle);
+    }
+    // Other files are not weights: a folder with a tokenizer and no .safetensors plans from
+    // the config.
+    let dir = folder(
+        TINY_LLAMA,
+        &[("tokenizer.json", b"{}".to_vec()), ("model.bin", vec![0])],
+    );
+    assert_eq!(planned(dir.path())["headers"], Value::Null);
+}
+
+/// Every path-like value an index gives as a shard name that is not a plain `.safetensors`
+/// file next to it is bad input (exit 2) naming the tensor and the problem.
+#[test]
+fn shard_names_that_are_not_plain_file_names_are_bad_input() {
+    let cases = [
+        ("a\u{0}.safetensors", "holds a NUL character"),
+        ("", "is empty"),
+        ("/etc/passwd.safetensors", "is a path"),
+        ("../up.safetensors", "is a path"),
+        ("sub/s.safetensors", "is a path"),
+        ("sub\\s.safetensors", "is a path"),
+        ("..", "is not a file name"),
+        (".", "is not a file name"),
+        ("config.json", "is not a .safetensors file name"),
+    ];
+    for (name, problem) in cases {
+        let dir = folder(TINY_LLAMA, &[index(&[("a", name)])]);
+        refused(dir.path(), 2, &format!("of tensor \"a\" {problem}"));
+    }
 }
