@@ -143,10 +143,17 @@ FLAG_METAVARS = {
 }
 
 
+def identifier(text):
+    """``text`` as ``lab`` quotes an identifier or a flag value (``lab::text::ascii``):
+    ``one_line``, then every other non-ASCII character as ``\\u{hex}`` too, so that a
+    look-alike letter (Cyrillic U+0430 for Latin ``a``) shows as what it is."""
+    return "".join(char if ord(char) < 0x80 else f"\\u{{{ord(char):x}}}" for char in one_line(text))
+
+
 def flag_refusal(flag, text, reason):
     """``lab``'s one line for a refused flag value, word for word:
-    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``one_line``)."""
-    return f"invalid value '{one_line(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``identifier``)."""
+    return f"invalid value '{identifier(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
 
 
 def whole_number_reason(text, minimum, maximum):

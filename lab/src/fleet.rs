@@ -30,8 +30,12 @@ impl Devices {
     /// Parses `cuda:N`, `all` or a comma-separated list of `cuda:N` by the one grammar of
     /// devices ([`crate::values::devices`]); a usage error naming what is wrong otherwise.
     pub fn parse(text: &str) -> Result<Self> {
-        crate::values::devices(text)
-            .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
+        crate::values::devices(text).map_err(|refusal| {
+            Error::usage(format!(
+                "device '{}': {refusal}",
+                crate::text::excerpt(text)
+            ))
+        })
     }
 
     /// The GPU indices to use, given how many GPUs libtorch sees. `All` with no GPU, or a list

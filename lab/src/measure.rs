@@ -42,7 +42,8 @@ impl Dtype {
     /// Parses `float32`, `float16` or `bfloat16` ([`crate::values::dtype`]); anything else is
     /// a usage error (exit 2).
     pub fn parse(text: &str) -> Result<Self> {
-        crate::values::dtype(text).map_err(|r| Error::usage(format!("dtype '{text}' {r}")))
+        crate::values::dtype(text)
+            .map_err(|r| Error::usage(format!("dtype '{}' {r}", crate::text::excerpt(text))))
     }
 }
 
@@ -52,7 +53,12 @@ impl Dtype {
 pub fn parse_device(text: &str) -> Result<u32> {
     crate::values::device(text)
         .map(|device| device.index)
-        .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
+        .map_err(|refusal| {
+            Error::usage(format!(
+                "device '{}': {refusal}",
+                crate::text::excerpt(text)
+            ))
+        })
 }
 
 /// Largest batch × context × 4·width element count accepted: libtorch sizes are signed 64-bit.

@@ -217,7 +217,8 @@ pub fn check_cell(column: &str, value: &str, numeric: bool) -> Result<()> {
 pub fn check_date_utc(text: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::usage(format!(
-            "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got '{text}' ({why})"
+            "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got '{}' ({why})",
+            crate::text::excerpt(text)
         )))
     };
     let b = text.as_bytes();
@@ -254,7 +255,12 @@ pub const FUTURE_TOLERANCE: time::Duration = time::Duration::hours(1);
 /// after `now`: the grid is append-only, so a mistyped year would stay in it for good.
 pub fn check_not_in_future(text: &str, now: time::OffsetDateTime) -> Result<()> {
     let date = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| Error::usage(format!("--date-utc '{text}' is not a date: {e}")))?;
+        .map_err(|e| {
+            Error::usage(format!(
+                "--date-utc '{}' is not a date: {e}",
+                crate::text::excerpt(text)
+            ))
+        })?;
     if date > now + FUTURE_TOLERANCE {
         return Err(Error::usage(format!(
             "--date-utc '{text}' is in the future (this machine's clock says {}); give the time \
@@ -394,7 +400,7 @@ fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
         return Err(Error::usage(format!(
             "--outcome must be one of {}, got '{}'",
             OUTCOMES.join(", "),
-            crate::text::one_line(input.outcome)
+            crate::text::excerpt(input.outcome)
         )));
     }
     for (column, value) in [
@@ -468,7 +474,8 @@ fn choose_run_id(
     let run_id = given.map_or_else(|| state.free_run_id(), str::to_string);
     if let Some(line) = state.line_of_run_id(&run_id) {
         return Err(Error::usage(format!(
-            "run_id '{run_id}' is already used on line {line} of {}; give another --run-id",
+            "run_id '{}' is already used on line {line} of {}; give another --run-id",
+            crate::text::excerpt(&run_id),
             grid.display()
         )));
     }

@@ -266,11 +266,12 @@ fn usage_error(error: clap::Error) -> ExitCode {
         ));
         return ExitCode::from(2);
     }
-    // clap quotes arguments as typed. Parse once more with every argument's control
-    // characters escaped, so that an argument holding a newline or a blank line cannot cut the
-    // message short or split it; keep the first error if that parse does not fail the same way.
+    // clap quotes arguments as typed. Parse once more with every argument's control and
+    // non-ASCII characters escaped, so that an argument holding a newline or a blank line
+    // cannot cut the message short or split it, and a look-alike letter shows as what it is
+    // (`lab::text::ascii`); keep the first error if that parse does not fail the same way.
     let escaped: Vec<String> = std::env::args_os()
-        .map(|arg| one_line(&arg.to_string_lossy()))
+        .map(|arg| lab::text::ascii(&arg.to_string_lossy()))
         .collect();
     let error = match command().try_get_matches_from(&escaped) {
         Err(again) if again.kind() == error.kind() => again,

@@ -299,7 +299,7 @@ pub fn plan(
         Some(s) if arch.quantization.is_some() => {
             notes.push(format!(
                 "pre-quantized checkpoint ({}): the headers hold {} packed elements; parameters from the config",
-                arch.quantization.as_deref().unwrap_or_default(),
+                crate::text::excerpt(arch.quantization.as_deref().unwrap_or_default()),
                 s.elements
             ));
             from_config
@@ -326,7 +326,8 @@ pub fn plan(
         (&arch.quantization, &summary, &request.weights)
     {
         notes.push(format!(
-            "config.json describes a pre-quantized checkpoint ({method}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width"
+            "config.json describes a pre-quantized checkpoint ({}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width",
+            crate::text::excerpt(method)
         ));
     }
     // Stored width: the headers' main dtype, else the config's dtype.
@@ -364,7 +365,7 @@ pub fn plan(
             let bits = format_bits(name).ok_or_else(|| {
                 Error::usage(format!(
                     "unknown weights format '{}': use {}",
-                    crate::text::one_line(name),
+                    crate::text::excerpt(name),
                     memory::FORMATS.map(|f| f.0).join(", ")
                 ))
             })?;
@@ -411,7 +412,7 @@ pub fn plan(
                 .ok_or_else(|| {
                     Error::usage(format!(
                         "unknown --kv-dtype '{}': use fp32, bf16, fp16, fp8 or int8",
-                        crate::text::one_line(name)
+                        crate::text::excerpt(name)
                     ))
                 })?;
             (element_bytes(n), n.to_string())

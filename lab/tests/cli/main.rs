@@ -6,6 +6,7 @@ mod completions;
 mod estimate;
 mod flags;
 mod fleet;
+mod lookalikes;
 mod measure_guard;
 mod messages;
 mod plan_headers;
