@@ -450,13 +450,14 @@ fn partial_and_pre_quantized_checkpoints() {
         &d.join("model.safetensors"),
         &[
             ("model.embed_tokens.weight", "F16", &[128, 64]),
-            ("model.layers.0.mlp.down_proj.qweight", "I32", &[16, 64]),
+            // Enough packed bytes for the config's matrices at 4 bits (plan::quantization).
+            ("model.layers.0.mlp.down_proj.qweight", "I32", &[72, 160]),
             ("model.layers.0.mlp.down_proj.scales", "F16", &[1, 64]),
         ],
     );
     let p = plan_json(&["--model", d.to_str().unwrap()]);
     assert_eq!(p["parameters"], 90432);
-    assert_eq!(p["headers"]["elements"], 128 * 64 + 16 * 64 + 64);
+    assert_eq!(p["headers"]["elements"], 128 * 64 + 72 * 160 + 64);
     assert!(p["notes"][0]
         .as_str()
         .unwrap()

@@ -18,6 +18,7 @@ pub mod layout;
 pub mod memory;
 pub mod packages;
 pub mod params;
+pub mod quantization;
 pub mod safetensors;
 pub mod sat;
 
@@ -200,7 +201,8 @@ pub struct ArchitectureSummary {
 ///
 /// # Errors
 /// [`Error::Usage`] for a folder without `config.json`, a model file that is not a regular
-/// file, an unknown architecture, a key given twice, malformed headers or index;
+/// file, an unknown architecture, a key given twice, malformed headers or index, headers of
+/// a pre-quantized checkpoint too small for its config ([`quantization::check_complete`]);
 /// [`Error::Runtime`] for a path that is missing or cannot be read (a dangling symbolic link
 /// included), as for every file `lab` reads (`docs/PROTOCOL.md §8`).
 pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safetensors::Summary>)> {
@@ -245,6 +247,13 @@ pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safet
         Some(folder) => safetensors::read_folder(folder)?,
         None => None,
     };
+    // A pre-quantized checkpoint's headers are not a parameter count, but they must hold at
+    // least what its format packs the config's parameters into (plan::quantization).
+    if let (Some(s), Some(q)) = (&summary, quantization::scheme(&value)) {
+        if let Some(counts) = params::count(&arch, attention_bias, mlp_bias).narrow() {
+            quantization::check_complete(&q, &counts, s)?;
+        }
+    }
     Ok((arch, attention_bias, mlp_bias, summary))
 }
 

@@ -276,3 +276,96 @@ fn shard_names_that_are_not_plain_file_names_are_bad_input() {
         refused(dir.path(), 2, &format!("of tensor \"a\" {problem}"));
     }
 }
+
+/// Llama-3.1-8B's config with this `quantization_config`.
+fn llama_8b_quantized(quantization: &str) -> String {
+    let path = crate::support::repo_root().join("examples/models/llama-3.1-8b/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    config["quantization_config"] = serde_json::from_str(quantization).unwrap();
+    config.to_string()
+}
+
+/// A pre-quantized checkpoint whose headers hold less than its format packs the config's
+/// parameters into is refused as incomplete, for every format (a header of one 2-byte
+/// tensor, and one holding 90% of the bound); headers at the bound are planned.
+#[test]
+fn quantized_headers_must_hold_what_the_format_packs() {
+    // Llama-3.1-8B: 6,979,321,856 matrix weights, an untied 525,336,576-weight output head
+    // (both at the format's width), a 525,336,576-weight embedding and 266,240 norm weights
+    // (16 bits).
+    let (matrices, rest) = (6_979_321_856u128 + 525_336_576, 525_336_576u128 + 266_240);
+    let cases = [
+        (
+            r#"{"quant_method":"gptq","bits":4,"group_size":128}"#,
+            "\"gptq\" checkpoint (4 bits, groups of 128: 4.15625 bits",
+            415_625u128,
+            100_000u128,
+        ),
+        (
+            r#"{"quant_method":"awq","bits":4,"group_size":128,"version":"gemm"}"#,
+            "\"awq\" checkpoint (4 bits, groups of 128",
+            415_625,
+            100_000,
+        ),
+        (
+            r#"{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_use_double_quant":true}"#,
+            "\"bitsandbytes\" checkpoint (4-bit, double quantization: 4.125 bits",
+            4125,
+            1000,
+        ),
+        (
+            r#"{"quant_method":"bitsandbytes","load_in_8bit":true}"#,
+            "(8-bit: 8 bits",
+            8,
+            1,
+        ),
+        (
+            r#"{"quant_method":"fp8","weight_block_size":[128,128]}"#,
+            "\"fp8\" checkpoint (float8: 8 bits",
+            8,
+            1,
+        ),
+        (
+            r#"{"quant_method":"compressed-tensors","config_groups":{"group_0":{"weights":{"num_bits":8}}}}"#,
+            "(8 bits: 8 bits",
+            8,
+            1,
+        ),
+        (
+            r#"{"quant_method":"hqq"}"#,
+            "(a method lab plan does not know: 1 bits",
+            1,
+            1,
+        ),
+    ];
+    for (quantization, needle, numerator, denominator) in cases {
+        let config = llama_8b_quantized(quantization);
+        let need = matrices * numerator / denominator / 8 + rest * 2;
+        let tiny = folder(&config, &[("model.safetensors", bf16(&[("a", 1)]))]);
+        refused(tiny.path(), 2, needle);
+        refused(tiny.path(), 2, &format!("takes at least {need} bytes"));
+        refused(tiny.path(), 2, &format!("{} bytes are missing", need - 2));
+        // Sparse files: the headers are real, the data is a hole.
+        let sized = |bytes: u128| {
+            let dir = folder(&config, &[]);
+            let header =
+                format!(r#"{{"w":{{"dtype":"U8","shape":[{bytes}],"data_offsets":[0,{bytes}]}}}}"#);
+            let file = std::fs::File::create(dir.path().join("model.safetensors")).unwrap();
+            use std::io::Write;
+            (&file)
+                .write_all(&(header.len() as u64).to_le_bytes())
+                .unwrap();
+            (&file).write_all(header.as_bytes()).unwrap();
+            file.set_len(8 + header.len() as u64 + bytes as u64)
+                .unwrap();
+            dir
+        };
+        refused(sized(need * 9 / 10).path(), 2, "bytes are missing");
+        refused(sized(need - 1).path(), 2, "; 1 bytes are missing");
+        let plan = planned(sized(need).path());
+        assert_eq!(
+            plan["memory"]["weights_bytes"], need as u64,
+            "{quantization}"
+        );
+    }
+}
