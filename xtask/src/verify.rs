@@ -11,7 +11,9 @@
 //! `lab verify-kit`. Exit codes as `lab verify-kit`: 1 for a problem or a missing file, 2 for a
 //! path that is not a file.
 
-use crate::{archive, archive_check, content, crate_check, notebook_kernel, worker, Ctx};
+use crate::{
+    archive, archive_check, content, crate_check, notebook_kernel, prefetch, progress, worker, Ctx,
+};
 use anyhow::{Context, Result};
 use lab::kit;
 use std::path::{Path, PathBuf};
@@ -122,6 +124,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let ctx = Ctx::new(crate::project_root())?;
     let started = Instant::now();
+    let selected = |name: &str| {
+        args.step.as_deref().is_none_or(|only| name.contains(only))
+            && !(args.fast && STEPS.iter().any(|s| s.name == name && s.slow))
+    };
+    // The slow steps' downloads start now, in the background, so that they overlap the
+    // Rust builds and tests in front of them (crate::prefetch).
+    let mut background = Vec::new();
+    if STEPS
+        .iter()
+        .any(|s| s.slow && s.name.starts_with("notebook") && selected(s.name))
+    {
+        background.push(prefetch::Item::Notebook);
+    }
+    if STEPS
+        .iter()
+        .any(|s| s.slow && s.name.starts_with("torch worker") && selected(s.name))
+    {
+        background.push(prefetch::Item::Torch);
+    }
+    prefetch::start(ctx.root.clone(), background);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for step in STEPS {
         if let Some(only) = &args.step {
@@ -136,7 +158,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         lab::errln!("==> {}", step.name);
         let step_started = Instant::now();
-        match (step.run)(&ctx) {
+        let heartbeat = progress::start(step.name);
+        let outcome = (step.run)(&ctx);
+        drop(heartbeat);
+        match outcome {
             Ok(()) => {
                 passed += 1;
                 lab::errln!("ok: {} ({:.1?})", step.name, step_started.elapsed());
