@@ -192,6 +192,20 @@ fn safetensors_files(folder: &Path, known: &BTreeSet<&str>) -> Result<Vec<String
     Ok(found)
 }
 
+/// Whether `name` reads as a shard of an index: `PREFIX-DIGITS-of-DIGITS.safetensors`, as
+/// transformers names them (`model-00001-of-00004.safetensors`).
+pub fn shard_like(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(stem) = name.strip_suffix(".safetensors") else {
+        return false;
+    };
+    let Some((head, total)) = stem.rsplit_once("-of-") else {
+        return false;
+    };
+    head.rsplit_once('-')
+        .is_some_and(|(prefix, part)| !prefix.is_empty() && digits(part) && digits(total))
+}
+
 /// Up to three names, quoted, then how many more.
 fn names_shown(names: &[String]) -> String {
     let mut shown: Vec<String> = names
@@ -232,8 +246,9 @@ pub fn shard_name_problem(file: &str) -> Option<&'static str> {
 /// ([`shard_name_problem`]), a missing shard, more than [`MAX_TENSORS`] tensors, a shard
 /// header over its share of bytes ([`HEADER_BYTES_PER_TENSOR`], [`HEADER_BYTES_PER_SHARD`])
 /// or past [`MAX_FOLDER_HEADER_BYTES`] in all, a tensor listed in the index but absent from
-/// its shard, a tensor in a shard that the index does not put there, and a `.safetensors`
-/// file in the folder that the index does not list.
+/// its shard, a tensor in a shard that the index does not put there, and a shard-like
+/// `.safetensors` file ([`shard_like`]) or `model.safetensors` in the folder that the index
+/// does not list.
 pub fn read_index(index: &Path) -> Result<Summary> {
     read_index_within(index, MAX_FOLDER_HEADER_BYTES)
 }
@@ -279,7 +294,13 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
     let folder = index.parent().unwrap_or(Path::new("."));
     let folder_shown = crate::text::one_line(&folder.display().to_string());
     let listed: BTreeSet<&str> = shards.keys().copied().collect();
-    let unlisted = safetensors_files(folder, &listed)?;
+    // Another checkpoint's file (Mistral's consolidated.safetensors, an adapter) is not read
+    // by transformers through an index; a shard-like name or model.safetensors (which
+    // transformers would load instead of the index) is.
+    let unlisted: Vec<String> = safetensors_files(folder, &listed)?
+        .into_iter()
+        .filter(|name| name == "model.safetensors" || shard_like(name))
+        .collect();
     if !unlisted.is_empty() {
         return Err(Error::usage(format!(
             "{folder_shown} holds {} that {shown} does not list: remove what does not belong or fix the index",
@@ -792,6 +813,19 @@ mod tests {
             "..x.safetensors",
         ] {
             assert_eq!(shard_name_problem(good), None, "{good}");
+        }
+        for like in ["model-00001-of-00002.safetensors", "x-1-of-1.safetensors"] {
+            assert!(shard_like(like), "{like}");
+        }
+        for unlike in [
+            "consolidated.safetensors",
+            "adapter_model.safetensors",
+            "-1-of-2.safetensors",
+            "model-a-of-2.safetensors",
+            "model-1-of-.safetensors",
+            "model-00001-of-00002.bin",
+        ] {
+            assert!(!shard_like(unlike), "{unlike}");
         }
     }
 

@@ -155,9 +155,9 @@ fn shards_hold_what_the_index_names_and_nothing_else() {
             vec![
                 index(&[("a", "s.safetensors")]),
                 ("s.safetensors", bf16(&[("a", 4)])),
-                ("t.safetensors", bf16(&[("b", 4)])),
+                ("model-00002-of-00002.safetensors", bf16(&[("b", 4)])),
             ],
-            "holds \"t.safetensors\" that",
+            "holds \"model-00002-of-00002.safetensors\" that",
         ),
         (
             vec![
@@ -188,12 +188,15 @@ fn shards_hold_what_the_index_names_and_nothing_else() {
         let dir = folder(TINY_LLAMA, &files);
         refused(dir.path(), 2, needle);
     }
-    // The same folder with the index's tensors only plans.
+    // The same folder with the index's tensors only plans, beside another checkpoint's files
+    // that transformers does not read through the index either.
     let dir = folder(
         TINY_LLAMA,
         &[
             index(&[("a", "s.safetensors")]),
             ("s.safetensors", bf16(&[("a", 16)])),
+            ("consolidated.safetensors", bf16(&[("x", 4)])),
+            ("adapter_model.safetensors", bf16(&[("y", 4)])),
         ],
     );
     planned(dir.path());
