@@ -167,8 +167,9 @@ def identifier(text):
 
 def flag_refusal(flag, text, reason):
     """``lab``'s one line for a refused flag value, word for word:
-    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``identifier``)."""
-    return f"invalid value '{identifier(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (the whole line escaped by ``identifier``, as ``lab`` escapes clap's: its own words are
+    ASCII, so only the quoted text and what the reason quotes of it change)."""
+    return identifier(f"invalid value '{text}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}")
 
 
 def positive_integer(flag, text, maximum):
@@ -649,7 +650,7 @@ class _Parser(argparse.ArgumentParser):
             if token == "--" and self._subparsers is None:
                 # The end of the options, as in lab; these commands take no other argument.
                 if i + 1 < len(self._arguments):
-                    self.error(f"unexpected argument '{one_line(self._arguments[i + 1])}' found")
+                    self.error(f"unexpected argument '{identifier(self._arguments[i + 1])}' found")
                 break
             glued.append(token)
             i += 1

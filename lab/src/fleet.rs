@@ -31,10 +31,7 @@ impl Devices {
     /// devices ([`crate::values::devices`]); a usage error naming what is wrong otherwise.
     pub fn parse(text: &str) -> Result<Self> {
         crate::values::devices(text).map_err(|refusal| {
-            Error::usage(format!(
-                "device '{}': {refusal}",
-                crate::text::excerpt(text)
-            ))
+            Error::usage(format!("device '{}': {refusal}", crate::text::ascii(text)))
         })
     }
 

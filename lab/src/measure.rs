@@ -43,7 +43,7 @@ impl Dtype {
     /// a usage error (exit 2).
     pub fn parse(text: &str) -> Result<Self> {
         crate::values::dtype(text)
-            .map_err(|r| Error::usage(format!("dtype '{}' {r}", crate::text::excerpt(text))))
+            .map_err(|r| Error::usage(format!("dtype '{}' {r}", crate::text::ascii(text))))
     }
 }
 
@@ -54,10 +54,7 @@ pub fn parse_device(text: &str) -> Result<u32> {
     crate::values::device(text)
         .map(|device| device.index)
         .map_err(|refusal| {
-            Error::usage(format!(
-                "device '{}': {refusal}",
-                crate::text::excerpt(text)
-            ))
+            Error::usage(format!("device '{}': {refusal}", crate::text::ascii(text)))
         })
 }
 

@@ -214,7 +214,7 @@ pub fn devices(text: &str) -> Result<Devices, Refusal> {
             return Err("has an empty entry: write cuda:0,cuda:1 (or all)".into());
         }
         let index = device(part)
-            .map_err(|refusal| format!("entry '{}': {refusal}", crate::text::excerpt(part)))?
+            .map_err(|refusal| format!("entry '{}': {refusal}", crate::text::ascii(part)))?
             .index;
         if indices.contains(&index) {
             return Err(format!(

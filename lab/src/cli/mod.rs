@@ -266,12 +266,11 @@ fn usage_error(error: clap::Error) -> ExitCode {
         ));
         return ExitCode::from(2);
     }
-    // clap quotes arguments as typed. Parse once more with every argument's control and
-    // non-ASCII characters escaped, so that an argument holding a newline or a blank line
-    // cannot cut the message short or split it, and a look-alike letter shows as what it is
-    // (`lab::text::ascii`); keep the first error if that parse does not fail the same way.
+    // clap quotes arguments as typed. Parse once more with every argument's control
+    // characters escaped, so that an argument holding a newline or a blank line cannot cut the
+    // message short or split it; keep the first error if that parse does not fail the same way.
     let escaped: Vec<String> = std::env::args_os()
-        .map(|arg| lab::text::ascii(&arg.to_string_lossy()))
+        .map(|arg| one_line(&arg.to_string_lossy()))
         .collect();
     let error = match command().try_get_matches_from(&escaped) {
         Err(again) if again.kind() == error.kind() => again,
@@ -287,7 +286,9 @@ fn usage_error(error: clap::Error) -> ExitCode {
         .collect();
     let first = message.join(" ");
     let first = first.trim_start_matches("error: ");
-    crate::errln!("lab: error: {} (see `lab --help`)", one_line(first));
+    // clap's own words are ASCII: what is not is a quoted argument, whose non-ASCII letters
+    // are shown as escapes so that a look-alike reads as what it is (`lab::text::ascii`).
+    crate::errln!("lab: error: {} (see `lab --help`)", lab::text::ascii(first));
     ExitCode::from(2)
 }
 
