@@ -1,5 +1,5 @@
 //! Background installs: the full verify starts the slow steps' Python environments (the
-//! notebook's nbclient and ipykernel, then PyTorch 2.11.0 with its runtime dependencies)
+//! notebook's nbclient and ipykernel, then PyTorch 2.11.0, then its runtime dependencies)
 //! in a thread of their own as soon as it starts, so that the downloads (network-bound, about
 //! 5 GB on a cold pip cache) overlap the Rust builds and tests (CPU-bound) instead of
 //! following them. Each step that needs an environment waits for it with [`wait`]; without a
@@ -17,23 +17,28 @@ use std::sync::{Condvar, Mutex};
 pub enum Item {
     /// `target/notebook-venv` ([`crate::notebook_kernel::prepare`]).
     Notebook,
-    /// `target/torch-venv` with the full torch install ([`crate::worker::prepare`]).
+    /// `target/torch-venv` with what the worker build needs: torch without its dependencies
+    /// and the CUDA headers ([`crate::worker::prepare`]).
     Torch,
+    /// Then torch's runtime dependencies (~4.6 GB), which only the no-GPU guard needs: their
+    /// download overlaps the worker's build.
+    TorchFull,
 }
 
 /// Marker before every line of a background install.
 pub const PREFIX: &str = "  [background] ";
 
 /// Per item: `None` not started here, `Some(None)` running, `Some(Some(outcome))` done.
-type Slots = [Option<Option<Result<(), String>>>; 2];
+type Slots = [Option<Option<Result<(), String>>>; 3];
 
-static STATE: Mutex<Slots> = Mutex::new([None, None]);
+static STATE: Mutex<Slots> = Mutex::new([None, None, None]);
 static DONE: Condvar = Condvar::new();
 
 fn slot(item: Item) -> usize {
     match item {
         Item::Notebook => 0,
         Item::Torch => 1,
+        Item::TorchFull => 2,
     }
 }
 
@@ -52,7 +57,8 @@ pub fn start(root: PathBuf, items: Vec<Item>) {
         for item in items {
             let outcome = match item {
                 Item::Notebook => crate::notebook_kernel::prepare(&root, PREFIX).map(|_| ()),
-                Item::Torch => crate::worker::prepare(&root, true, PREFIX).map(|_| ()),
+                Item::Torch => crate::worker::prepare(&root, false, PREFIX).map(|_| ()),
+                Item::TorchFull => crate::worker::prepare(&root, true, PREFIX).map(|_| ()),
             };
             let outcome = outcome.map_err(|e| format!("{e:#}"));
             if let Ok(mut state) = STATE.lock() {

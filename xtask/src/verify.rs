@@ -142,6 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .any(|s| s.slow && s.name.starts_with("torch worker") && selected(s.name))
     {
         background.push(prefetch::Item::Torch);
+        background.push(prefetch::Item::TorchFull);
     }
     prefetch::start(ctx.root.clone(), background);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);

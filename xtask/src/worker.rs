@@ -285,7 +285,7 @@ pub fn step_guard_no_libtorch(ctx: &crate::Ctx) -> Result<()> {
 /// (`CUDA_VISIBLE_DEVICES=` hides any) -> `lab measure` exits 2 saying "no CUDA device", and
 /// `lab environment` exits 0 saying "not available".
 pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
-    crate::prefetch::wait(crate::prefetch::Item::Torch)?;
+    crate::prefetch::wait(crate::prefetch::Item::TorchFull)?;
     let built = build(&ctx.root, true, Profile::Dev)?;
     let (output, wrote) = guarded_measure(&built.lab(), |c| {
         c.env("LIBTORCH", &built.libtorch)
