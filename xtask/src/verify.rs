@@ -137,11 +137,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
     {
         background.push(prefetch::Item::Notebook);
     }
-    if STEPS
-        .iter()
-        .any(|s| s.slow && s.name.starts_with("torch worker") && selected(s.name))
-    {
+    // Only what the selected steps use: the build needs the wheel and the headers, the
+    // no-GPU guard the 4.6 GB of runtime dependencies too; the libtorch guard nothing new.
+    let torch_step = |part: &str| {
+        STEPS.iter().any(|s| {
+            s.slow
+                && s.name.starts_with("torch worker")
+                && s.name.contains(part)
+                && selected(s.name)
+        })
+    };
+    if torch_step(": build") || torch_step("no GPU") {
         background.push(prefetch::Item::Torch);
+    }
+    if torch_step("no GPU") {
         background.push(prefetch::Item::TorchFull);
     }
     prefetch::start(ctx.root.clone(), background);
