@@ -7,9 +7,12 @@
 //! as before (the installs are idempotent).
 //!
 //! Their output is shown as it comes, each line after `  [background] `.
+//!
+//! The caller hands over each install as a closure ([`Install`]), so that this module uses
+//! none of the modules that wait on it (`notebook_kernel`, `worker`): no import circle
+//! (`cargo xtask imports`).
 
 use anyhow::{bail, Result};
-use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
 
 /// What the background installs prepare.
@@ -28,6 +31,10 @@ pub enum Item {
 /// Marker before every line of a background install.
 pub const PREFIX: &str = "  [background] ";
 
+/// One install run in the background, e.g. `notebook_kernel::prepare(&root, PREFIX)`: it
+/// should print each line after [`PREFIX`].
+pub type Install = Box<dyn FnOnce() -> Result<()> + Send>;
+
 /// Per item: `None` not started here, `Some(None)` running, `Some(Some(outcome))` done.
 type Slots = [Option<Option<Result<(), String>>>; 3];
 
@@ -42,25 +49,20 @@ fn slot(item: Item) -> usize {
     }
 }
 
-/// Starts the background installs of `items` (in that order, one after the other: two pip
-/// runs at once would compete for the same link) for the workspace at `root`.
-pub fn start(root: PathBuf, items: Vec<Item>) {
+/// Starts the background installs `items`, each preparing its [`Item`] (in that order, one
+/// after the other: two pip runs at once would compete for the same link).
+pub fn start(items: Vec<(Item, Install)>) {
     if items.is_empty() {
         return;
     }
     if let Ok(mut state) = STATE.lock() {
-        for item in &items {
+        for (item, _) in &items {
             state[slot(*item)] = Some(None);
         }
     }
     std::thread::spawn(move || {
-        for item in items {
-            let outcome = match item {
-                Item::Notebook => crate::notebook_kernel::prepare(&root, PREFIX).map(|_| ()),
-                Item::Torch => crate::worker::prepare(&root, false, PREFIX).map(|_| ()),
-                Item::TorchFull => crate::worker::prepare(&root, true, PREFIX).map(|_| ()),
-            };
-            let outcome = outcome.map_err(|e| format!("{e:#}"));
+        for (item, install) in items {
+            let outcome = install().map_err(|e| format!("{e:#}"));
             if let Ok(mut state) = STATE.lock() {
                 state[slot(item)] = Some(Some(outcome));
             }

@@ -73,11 +73,15 @@ pub const STEPS: &[Step] = &[
     Step::new("fmt", fmt),
     Step::new("clippy", clippy),
     Step::new("rust tests", rust_tests),
+    Step::new(
+        "import graph: no circle, no use upwards",
+        crate::imports::step,
+    ),
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
     Step::new(
-        "embedded copies: lab/data = data/, dist/",
-        crate_check::embedded_copies,
+        "generated files up to date: schema, lab/data copies",
+        crate::codegen::step,
     ),
     Step::new("notebook: nbformat schema and kit rules", notebook),
     Step::new("notebook up to date", notebook_up_to_date),
@@ -130,12 +134,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     // The slow steps' downloads start now, in the background, so that they overlap the
     // Rust builds and tests in front of them (crate::prefetch).
-    let mut background = Vec::new();
+    let mut background: Vec<(prefetch::Item, prefetch::Install)> = Vec::new();
     if STEPS
         .iter()
         .any(|s| s.slow && s.name.starts_with("notebook") && selected(s.name))
     {
-        background.push(prefetch::Item::Notebook);
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::Notebook,
+            Box::new(move || notebook_kernel::prepare(&root, prefetch::PREFIX).map(|_| ())),
+        ));
     }
     // Only what the selected steps use: the build needs the wheel and the headers, the
     // no-GPU guard the 4.6 GB of runtime dependencies too; the libtorch guard nothing new.
@@ -148,12 +156,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
         })
     };
     if torch_step(": build") || torch_step("no GPU") {
-        background.push(prefetch::Item::Torch);
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::Torch,
+            Box::new(move || worker::prepare(&root, false, prefetch::PREFIX).map(|_| ())),
+        ));
     }
     if torch_step("no GPU") {
-        background.push(prefetch::Item::TorchFull);
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::TorchFull,
+            Box::new(move || worker::prepare(&root, true, prefetch::PREFIX).map(|_| ())),
+        ));
     }
-    prefetch::start(ctx.root.clone(), background);
+    prefetch::start(background);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for step in STEPS {
         if let Some(only) = &args.step {

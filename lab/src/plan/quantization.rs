@@ -26,7 +26,7 @@
 //! Embeddings stay in 16 bits (every method above replaces `nn.Linear` only); norms and
 //! biases too; the output head and a vision tower at the matrix width (some quantize them).
 
-use super::params::ParameterCounts;
+use super::layout::ParameterCounts;
 use super::safetensors::Summary;
 use crate::{Error, Result};
 use rust_decimal::Decimal;

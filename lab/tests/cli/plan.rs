@@ -1,0 +1,870 @@
+//! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (one line; exit 2 for
+//! bad input, exit 1 for a file that is missing or cannot be read).
+
+use crate::support::lab;
+use serde_json::Value;
+
+fn models() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/models")
+}
+
+fn plan_json(args: &[&str]) -> Value {
+    let out = lab().arg("plan").args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn llama_3_1_8b_worked_check() {
+    let model = models().join("llama-3.1-8b");
+    let p = plan_json(&["--model", model.to_str().unwrap(), "--context", "8192"]);
+    assert_eq!(p["parameters"], 8030261248u64);
+    assert_eq!(p["memory"]["weights_bytes"], 16060522496u64);
+    // As allocated on the H200: the two rotary buffers' 512-byte blocks on top.
+    assert_eq!(p["memory"]["weights_allocated_bytes"], 16060523520u64);
+    assert_eq!(p["memory"]["kv_cache_bytes_per_token"], 131072);
+    assert_eq!(p["memory"]["kv_cache_bytes"], 1073741824u64);
+    let pk = p["packages"].as_array().unwrap();
+    let find = |id: &str| pk.iter().find(|x| x["gpu"] == id).unwrap().clone();
+    // One T4 cannot hold it (it takes two); one H200 can.
+    assert_ne!(find("t4")["gpus"], 1);
+    assert_eq!(find("h200")["gpus"], 1);
+    assert_eq!(find("h200")["fits"], true);
+    assert_eq!(find("h200")["lots"], 1);
+    assert_eq!(find("h200")["total_cents"], 51072);
+    // Fitting packages cheapest first.
+    let totals: Vec<i64> = pk
+        .iter()
+        .filter_map(|x| x["total_cents"].as_i64())
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] <= w[1]));
+    // Only T4 restricted: one GPU is not enough.
+    let t4 = plan_json(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--context",
+        "8192",
+        "--gpu",
+        "t4",
+    ]);
+    assert_eq!(t4["packages"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn known_parameter_counts_per_family() {
+    for (name, params) in [
+        ("llama-3.2-1b", 1235814400u64),
+        ("mistral-7b-v0.1", 7241732096),
+        ("qwen2.5-0.5b", 494032768),
+        ("qwen3-0.6b", 596049920),
+        ("gemma-2-2b", 2614341888),
+        ("gemma-3-1b", 999885952),
+        ("phi-3-mini-4k", 3821079552),
+        ("mixtral-8x7b", 46702792704),
+        ("deepseek-v2-lite", 15706484224),
+        // The public multimodal config: most text fields left to Gemma3TextConfig's defaults.
+        ("gemma-3-4b-it", 4300079472),
+        // Qwen3-30B-A3B, a mixture of experts on every layer ("30.5B").
+        ("qwen3-30b-a3b", 30532122624),
+        // Qwen1.5-MoE-A2.7B: experts, a shared expert and its gate ("14.3B").
+        ("qwen1.5-moe-a2.7b", 14315784192),
+        // Granite-3.3-8B-Instruct, tied embeddings.
+        ("granite-3.3-8b-instruct", 8170864640),
+    ] {
+        let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
+        assert_eq!(p["parameters"], params, "{name}");
+    }
+}
+
+#[test]
+fn quantized_and_fractional_bits() {
+    let model = models().join("llama-3.1-8b");
+    let m = model.to_str().unwrap();
+    let bf16 = plan_json(&["--model", m]);
+    let int4 = plan_json(&["--model", m, "--weights-dtype", "int4"]);
+    let bits = plan_json(&["--model", m, "--bits", "4.5"]);
+    let w = |v: &Value| v["memory"]["weights_bytes"].as_u64().unwrap();
+    // Embedding and head (2 x 128256 x 4096) and norms stay 16-bit.
+    let rest = 8030261248u64 - 6979321856;
+    assert_eq!(w(&bits), 6979321856 * 45 / 80 + rest * 2);
+    assert!(w(&int4) < w(&bits) && w(&bits) < w(&bf16));
+    let train = plan_json(&[
+        "--model",
+        m,
+        "--mode",
+        "training",
+        "--batch",
+        "1",
+        "--context",
+        "1024",
+    ]);
+    assert_eq!(train["memory"]["optimizer_bytes"], 8030261248u64 * 8);
+    assert_eq!(train["memory"]["master_weights_bytes"], 8030261248u64 * 4);
+}
+
+#[test]
+fn errors_are_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let check = |path: &std::path::Path, needle: &str| {
+        let out = lab().args(["plan", "--model"]).arg(path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{needle}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    };
+    check(d, "no config.json");
+    std::fs::write(d.join("config.json"), r#"{"model_type":"gpt_neox"}"#).unwrap();
+    check(d, "unknown model_type");
+    let cfg = std::fs::read_to_string(models().join("llama-3.2-1b/config.json")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        cfg.replace("\"vocab_size\"", "\"vocab\""),
+    )
+    .unwrap();
+    check(d, "vocab_size");
+    std::fs::write(d.join("config.json"), &cfg).unwrap();
+    std::fs::write(d.join("model.safetensors"), [5u8, 0, 0]).unwrap();
+    check(d, "truncated");
+    let mut bytes = 1000u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"{}");
+    std::fs::write(d.join("model.safetensors"), &bytes).unwrap();
+    check(d, "does not fit");
+    // Next to an index, model.safetensors is a file the index does not list.
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "\"model.safetensors\" that");
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"model-00001-of-00002.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "model-00001-of-00002.safetensors");
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"../x.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "is a path");
+    for args in [
+        vec!["--batch", "0"],
+        vec!["--context", "1e3"],
+        vec!["--bits", "4.55555"],
+        vec!["--mode", "serve"],
+        vec!["--kv-dtype", "int3"],
+        vec!["--kv-dtype", "int4"],
+        vec!["--days", "5"],
+        vec!["--gpu", "x100"],
+    ] {
+        let out = lab()
+            .args(["plan", "--model"])
+            .arg(models().join("llama-3.2-1b"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    }
+}
+
+/// A FIFO or another non-regular file in place of a model file is refused at once (opening a
+/// FIFO for reading would block forever), whichever file it stands for.
+#[test]
+fn non_regular_model_files_are_refused_without_blocking() {
+    for name in [
+        "model.safetensors",
+        "config.json",
+        "model.safetensors.index.json",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        if name != "config.json" {
+            std::fs::copy(
+                models().join("llama-3.2-1b/config.json"),
+                dir.path().join("config.json"),
+            )
+            .unwrap();
+        }
+        let fifo = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let output = lab()
+            .args(["plan", "--model"])
+            .arg(dir.path())
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        // A FIFO named config.json is there: it is no config file, not a missing one.
+        let expected = format!("{name} is not a regular file");
+        assert!(stderr.contains(&expected), "{name}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        // A folder of that name is refused the same way.
+        std::fs::remove_file(&fifo).unwrap();
+        std::fs::create_dir(&fifo).unwrap();
+        let output = lab()
+            .args(["plan", "--model"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name} folder: {stderr}");
+        assert!(stderr.contains(&expected), "{name} folder: {stderr}");
+    }
+}
+
+/// A dump of `scripts/module_order.py`: (name, config path, [(elements, bytes)]).
+type Fixture = (String, std::path::PathBuf, Vec<(u64, u64)>);
+
+fn module_orders() -> Vec<Fixture> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/module-order");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let own = dir.join("config.json");
+        let config = if own.is_file() {
+            own
+        } else {
+            models().join(&name).join("config.json")
+        };
+        let text = std::fs::read_to_string(dir.join("tensors.tsv")).unwrap();
+        let tensors = text
+            .lines()
+            .map(|line| {
+                let f: Vec<&str> = line.split('\t').collect();
+                let elements: u64 = f[1].parse().unwrap();
+                (elements, elements * f[2].parse::<u64>().unwrap())
+            })
+            .collect();
+        out.push((name, config, tensors));
+    }
+    out.sort();
+    assert!(out.len() >= 16, "fixtures missing under {}", root.display());
+    out
+}
+
+/// Every tensor, in the order transformers 5.17 materialises it, for every family.
+#[test]
+fn layout_is_transformers_module_order() {
+    use lab::plan::layout;
+    for (name, config, expected) in module_orders() {
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
+        let mut got = Vec::new();
+        arch.tensors(&mut |t| {
+            got.push((t.elements, layout::tensor_bytes(t, 2, &|n| 2 * n)));
+        });
+        let first = got.iter().zip(&expected).position(|(g, e)| g != e);
+        assert!(
+            first.is_none() && got.len() == expected.len(),
+            "{name}: {} tensors listed, {} expected; first difference at {first:?}",
+            got.len(),
+            expected.len()
+        );
+    }
+}
+
+/// The parameter count is the sum of the dump's parameters (its `p` rows), for every family,
+/// plus DeepSeek-V3's `e_score_correction_bias`: a buffer to transformers, but a persistent
+/// one, stored in the checkpoint's safetensors beside the parameters, which lab plan counts
+/// with them (as the headers do).
+#[test]
+fn parameter_counts_are_the_dumped_parameters() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/module-order");
+    for (name, config, _) in module_orders() {
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
+        let counts = arch.parameter_counts().narrow().unwrap();
+        let text = std::fs::read_to_string(root.join(&name).join("tensors.tsv")).unwrap();
+        let dumped: u128 = text
+            .lines()
+            .map(|line| line.split('\t').collect::<Vec<_>>())
+            .filter(|f| f[3] == "p" || f[0].ends_with(".e_score_correction_bias"))
+            .map(|f| f[1].parse::<u128>().unwrap())
+            .sum();
+        assert_eq!(counts.total(), dumped, "{name}");
+    }
+}
+
+/// The model folder of an H200 row's label: "mixtral-8x7b (4 layers)" is the shipped config
+/// with fewer layers, written under `tmp` as the scripts built it.
+fn h200_model(label: &str, tmp: &std::path::Path) -> std::path::PathBuf {
+    let Some((base, rest)) = label.split_once(" (") else {
+        return models().join(label);
+    };
+    let layers: u64 = rest.trim_end_matches(" layers)").parse().unwrap();
+    let text = std::fs::read_to_string(models().join(base).join("config.json")).unwrap();
+    let mut cfg: Value = serde_json::from_str(&text).unwrap();
+    cfg["num_hidden_layers"] = layers.into();
+    let dir = tmp.join(base);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    dir
+}
+
+/// `weights_allocated_bytes` is what the H200 measured (`torch.cuda.memory_allocated()`
+/// after loading, `examples/h200/plan/plan-h200.csv`), to the byte, for every model there.
+#[test]
+fn weights_as_allocated_match_the_h200() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = std::fs::read_to_string(root.join("examples/h200/plan/plan-h200.csv")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = std::collections::BTreeSet::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (model, measured): (&str, u64) = (f[0], f[4].parse().unwrap());
+        if !checked.insert(model.to_string()) {
+            continue;
+        }
+        let folder = h200_model(model, tmp.path());
+        let p = plan_json(&[
+            "--model",
+            folder.to_str().unwrap(),
+            "--weights-dtype",
+            "bf16",
+        ]);
+        assert_eq!(
+            p["memory"]["weights_allocated_bytes"], measured,
+            "{model}: predicted vs measured allocated bytes"
+        );
+    }
+    assert_eq!(checked.len(), 9);
+}
+
+/// Loaded in a process of its own (`scripts/plan_weights_fresh.py`), every model's allocated
+/// and reserved bytes on the H200 are `lab plan`'s, to the byte: the nine above, the
+/// multimodal Gemma 3 from its public config and DeepSeek-V2-Lite.
+#[test]
+fn weights_allocated_and_reserved_match_a_fresh_process_on_the_h200() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let csv = std::fs::read_to_string(root.join("examples/h200/plan/plan-h200-weights-fresh.csv"));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rows = 0;
+    for line in csv.unwrap().lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let folder = h200_model(f[0], tmp.path());
+        let p = plan_json(&[
+            "--model",
+            folder.to_str().unwrap(),
+            "--weights-dtype",
+            "bf16",
+        ]);
+        let measured = |i: usize| f[i].parse::<u64>().unwrap();
+        assert_eq!(
+            p["memory"]["weights_allocated_bytes"],
+            measured(2),
+            "{}",
+            f[0]
+        );
+        assert_eq!(
+            p["memory"]["weights_reserved_bytes"],
+            measured(4),
+            "{}",
+            f[0]
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 11);
+}
+
+/// Writes a safetensors file with these tensors (name, dtype, shape) and zeroed data.
+fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    for (name, dtype, shape) in tensors {
+        let width = match *dtype {
+            "F32" | "I32" => 4,
+            _ => 2,
+        };
+        let bytes = shape.iter().product::<u64>() * width;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let text = Value::Object(header).to_string();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out.resize(out.len() + offset as usize, 0);
+    std::fs::write(path, out).unwrap();
+}
+
+/// A tiny Llama config (hidden 64, 2 layers, vocabulary 128, untied): 90,432 parameters.
+fn tiny_llama(dir: &std::path::Path, extra: &str) {
+    std::fs::write(
+        dir.join("config.json"),
+        format!(
+            r#"{{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":128,"torch_dtype":"float16"{extra}}}"#
+        ),
+    )
+    .unwrap();
+}
+
+/// Headers holding far fewer elements than the config describes are an incomplete folder:
+/// refused, not planned as a tiny model; a pre-quantized checkpoint's packed headers are not
+/// a parameter count, and a quantized format is still accepted for it.
+#[test]
+fn partial_and_pre_quantized_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_llama(d, "");
+    let whole = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(whole["parameters"], 90432);
+    write_safetensors(
+        &d.join("model.safetensors"),
+        &[("model.embed_tokens.weight", "F16", &[128, 64])],
+    );
+    let out = lab().args(["plan", "--model"]).arg(d).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("under half of the 90432 parameters"), "{err}");
+    assert_eq!(err.lines().count(), 1);
+    // GPTQ-style: packed int32 weights and fp16 scales, with a quantization_config.
+    tiny_llama(
+        d,
+        r#","quantization_config":{"quant_method":"gptq","bits":4}"#,
+    );
+    write_safetensors(
+        &d.join("model.safetensors"),
+        &[
+            ("model.embed_tokens.weight", "F16", &[128, 64]),
+            // Enough packed bytes for the config's matrices at 4 bits (plan::quantization).
+            ("model.layers.0.mlp.down_proj.qweight", "I32", &[72, 160]),
+            ("model.layers.0.mlp.down_proj.scales", "F16", &[1, 64]),
+        ],
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["headers"]["elements"], 128 * 64 + 72 * 160 + 64);
+    assert!(p["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("pre-quantized checkpoint (gptq)"));
+    let int4 = plan_json(&["--model", d.to_str().unwrap(), "--weights-dtype", "int4"]);
+    // Matrices at 4.125 bits, the rest (embedding, head, norms) in 16 bits.
+    // Per layer: q and o 64 x 64, k and v 64 x 32, three 64 x 128 feed-forward matrices.
+    let linear = 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128) as u64;
+    let rest = 90432 - linear;
+    assert_eq!(int4["memory"]["weights_bytes"], linear * 33 / 64 + rest * 2);
+}
+
+/// Figures past 64 bits (or past 2^128 on the way) are refused in one line, never wrapped
+/// into a small wrong number.
+#[test]
+fn huge_products_are_refused_not_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Shared experts: 2^40 x 2^24 overflows 64 bits.
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"deepseek_v2","hidden_size":16,"intermediate_size":16,"num_hidden_layers":2,
+"num_attention_heads":1,"vocab_size":16,"n_routed_experts":1,"num_experts_per_tok":1,
+"moe_intermediate_size":1099511627776,"n_shared_experts":16777216,"kv_lora_rank":4,
+"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"q_lora_rank":null,"torch_dtype":"bfloat16"}"#,
+    )
+    .unwrap();
+    refused(d, &[], 2, "overflows 64 bits");
+    // The prefill workspace per token times batch times context passes 2^128.
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"mixtral","hidden_size":1,"intermediate_size":917217481106,"num_hidden_layers":1,
+"num_attention_heads":1,"num_key_value_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
+"torch_dtype":"bfloat16"}"#,
+    )
+    .unwrap();
+    refused(
+        d,
+        &[
+            "--bits",
+            "1",
+            "--kv-dtype",
+            "int8",
+            "--batch",
+            "4087173159",
+            "--context",
+            "1880706648",
+        ],
+        2,
+        "lower --batch or --context",
+    );
+    // Vision geometry with no patch.
+    let cfg = std::fs::read_to_string(models().join("gemma-3-4b-it/config.json")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        cfg.replace("\"patch_size\": 14", "\"patch_size\": 1000"),
+    )
+    .unwrap();
+    refused(d, &[], 2, "patch_size 1000 is larger than image_size 896");
+}
+
+/// Runs `lab plan --model path` plus `args`: exit `code`, nothing on stdout, one stderr line
+/// (returned) holding `needle`.
+fn refused(path: &std::path::Path, args: &[&str], code: i32, needle: &str) -> String {
+    let out = lab()
+        .args(["plan", "--model"])
+        .arg(path)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{path:?} {args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{path:?} {args:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("lab: error: "), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+    err
+}
+
+/// A safetensors file of the header `header`, its data zeros.
+fn safetensors(header: &str, data: usize) -> Vec<u8> {
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(0u8, data));
+    bytes
+}
+
+const ONE_TENSOR: &str = r#"{"a":{"dtype":"BF16","shape":[8],"data_offsets":[0,16]}}"#;
+
+/// A Llama config.json of 11 parameters (every size 1), so that ONE_TENSOR's 8 elements are
+/// a plausible header for it (not under half of the config).
+const TINY_LLAMA: &str = r#"{
+  "model_type": "llama",
+  "hidden_size": 1,
+  "intermediate_size": 1,
+  "num_hidden_layers": 1,
+  "num_attention_heads": 1,
+  "vocab_size": 1,
+  "torch_dtype": "bfloat16"
+}
+"#;
+
+/// A folder with [`TINY_LLAMA`] as its config.json.
+fn llama_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), TINY_LLAMA).unwrap();
+    dir
+}
+
+/// PROTOCOL §8: a path that is missing or cannot be read is exit 1, as for `--tariffs`; a
+/// folder without config.json is bad input, exit 2.
+#[test]
+fn a_missing_model_is_exit_1_a_folder_without_config_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let line = refused(&missing, &[], 1, "cannot read --model");
+    assert!(line.contains("No such file or directory"), "{line}");
+    refused(dir.path(), &[], 2, "the folder has no config.json");
+    // A --model link to nowhere is a path that cannot be read.
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&missing, &link).unwrap();
+    refused(&link, &[], 1, "cannot read --model");
+}
+
+/// A model file that is a dangling symbolic link or a link loop is reported (exit 1), never
+/// skipped for the config arithmetic; a valid link, as in a Hugging Face cache snapshot
+/// (`snapshots/<rev>/x -> ../../blobs/<hash>`), is read through.
+#[test]
+fn model_file_symlinks_are_followed_or_reported() {
+    for name in [
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "config.json",
+    ] {
+        for target in ["nowhere", "loop"] {
+            let dir = llama_folder();
+            let path = dir.path().join(name);
+            if name == "config.json" {
+                std::fs::remove_file(&path).unwrap();
+            }
+            // "loop" points at itself.
+            let to = if target == "loop" {
+                path.clone()
+            } else {
+                dir.path().join("nowhere")
+            };
+            std::os::unix::fs::symlink(&to, &path).unwrap();
+            let line = refused(dir.path(), &[], 1, "cannot read");
+            assert!(line.contains(name), "{line}");
+            assert!(line.contains("symbolic link"), "{line}");
+        }
+    }
+    // A shard named by the index that is a dangling link.
+    let dir = llama_folder();
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"model-00001-of-00001.safetensors"}}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        "../blobs/gone",
+        dir.path().join("model-00001-of-00001.safetensors"),
+    )
+    .unwrap();
+    refused(dir.path(), &[], 1, "model-00001-of-00001.safetensors");
+
+    // A Hugging Face cache: every file of the snapshot is a relative link into blobs/.
+    let cache = tempfile::tempdir().unwrap();
+    let blobs = cache.path().join("blobs");
+    let snapshot = cache.path().join("snapshots/0123abcd");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let config = TINY_LLAMA.as_bytes().to_vec();
+    let files: [(&str, Vec<u8>); 3] = [
+        ("config.json", config),
+        (
+            "model.safetensors.index.json",
+            br#"{"weight_map":{"a":"model-00001-of-00001.safetensors"}}"#.to_vec(),
+        ),
+        (
+            "model-00001-of-00001.safetensors",
+            safetensors(ONE_TENSOR, 16),
+        ),
+    ];
+    for (index, (name, bytes)) in files.iter().enumerate() {
+        std::fs::write(blobs.join(format!("blob{index}")), bytes).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/blob{index}"), snapshot.join(name))
+            .unwrap();
+    }
+    let p = plan_json(&["--model", snapshot.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 8);
+    assert_eq!(p["headers"]["files"][0], "model-00001-of-00001.safetensors");
+    // The same with model.safetensors alone.
+    std::fs::remove_file(snapshot.join("model.safetensors.index.json")).unwrap();
+    std::fs::rename(
+        snapshot.join("model-00001-of-00001.safetensors"),
+        snapshot.join("model.safetensors"),
+    )
+    .unwrap();
+    let p = plan_json(&["--model", snapshot.to_str().unwrap()]);
+    assert_eq!(p["headers"]["files"][0], "model.safetensors");
+}
+
+/// Messages say what the file is, name it once, and cut long echoed values.
+#[test]
+fn messages_name_the_file_once_and_cut_long_values() {
+    let dir = llama_folder();
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+
+    // Over the 16 MiB cap: named as a model config, not an index.
+    let mut big = text.clone();
+    big.push_str(&" ".repeat(16 << 20));
+    std::fs::write(&config, &big).unwrap();
+    refused(dir.path(), &[], 2, "too large for a model config");
+
+    // A config error names the file once.
+    value.as_object_mut().unwrap().remove("vocab_size");
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "has no \"vocab_size\"");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    value["vocab_size"] = "x".repeat(100_000).into();
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "\"vocab_size\" must be a whole number");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    assert!(line.len() < 400, "{line}");
+
+    // A 100,000-character model_type: cut to 64 characters, escaped.
+    let long = format!("\u{202e}{}", "x".repeat(100_000));
+    value["vocab_size"] = 128256.into();
+    value["model_type"] = long.into();
+    std::fs::write(&config, value.to_string()).unwrap();
+    let line = refused(dir.path(), &[], 2, "unknown model_type");
+    assert!(
+        line.contains(&format!("\"\\u{{202e}}{}…\"", "x".repeat(63))),
+        "{line}"
+    );
+    assert!(line.len() < 400, "{line}");
+
+    // A shard that is a folder or a FIFO is there, but no regular file.
+    let dir = llama_folder();
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("b.safetensors")).unwrap();
+    refused(dir.path(), &[], 2, "b.safetensors is not a regular file");
+    std::fs::remove_dir(dir.path().join("b.safetensors")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("b.safetensors"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    refused(dir.path(), &[], 2, "b.safetensors is not a regular file");
+    std::fs::remove_file(dir.path().join("b.safetensors")).unwrap();
+    // A long shard name that is not there: cut.
+    let name = format!("{}.safetensors", "s".repeat(100_000));
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        serde_json::json!({"weight_map": {"a": name}}).to_string(),
+    )
+    .unwrap();
+    let line = refused(dir.path(), &[], 2, "which is not in");
+    assert!(line.len() < 400, "{line}");
+}
+
+/// A key given twice is refused in config.json (at any depth), in the index and in a
+/// safetensors header alike; a UTF-8 byte-order mark is accepted in config.json and in the
+/// index alike.
+#[test]
+fn duplicate_keys_are_refused_and_a_bom_accepted_in_every_json_file() {
+    let dir = llama_folder();
+    let config = dir.path().join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let body = text.trim().trim_start_matches('{');
+    // Both orders: neither the first nor the last key wins.
+    for (first, second) in [("foo", "llama"), ("llama", "foo")] {
+        let dup = text
+            .trim()
+            .replacen('{', &format!("{{\"model_type\": \"{first}\", "), 1);
+        let dup = dup.replace(
+            "\"model_type\": \"llama\"",
+            &format!("\"model_type\": \"{second}\""),
+        );
+        std::fs::write(&config, dup).unwrap();
+        refused(dir.path(), &[], 2, "key \"model_type\" is listed twice");
+    }
+    std::fs::write(&config, format!("{{\"vocab_size\": 1, {body}")).unwrap();
+    let line = refused(dir.path(), &[], 2, "key \"vocab_size\" is listed twice");
+    assert_eq!(line.matches("config.json").count(), 1, "{line}");
+    // Nested, as in a Gemma 3 text_config.
+    std::fs::write(
+        &config,
+        format!("{{\"text_config\": {{\"hidden_size\": 1, \"hidden_size\": 2}}, {body}"),
+    )
+    .unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"hidden_size\" in \"text_config\" is listed twice",
+    );
+    // A BOM in config.json and in the index.
+    std::fs::write(&config, format!("\u{feff}{text}")).unwrap();
+    std::fs::write(
+        dir.path().join("b.safetensors"),
+        safetensors(ONE_TENSOR, 16),
+    )
+    .unwrap();
+    let index = dir.path().join("model.safetensors.index.json");
+    std::fs::write(&index, "\u{feff}{\"weight_map\":{\"a\":\"b.safetensors\"}}").unwrap();
+    let p = plan_json(&["--model", dir.path().to_str().unwrap()]);
+    assert_eq!(p["parameters"], 8);
+    // The index: a tensor listed twice in weight_map, or weight_map itself twice.
+    std::fs::write(
+        &index,
+        r#"{"weight_map":{"a":"b.safetensors","a":"c.safetensors"}}"#,
+    )
+    .unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"a\" in \"weight_map\" is listed twice",
+    );
+    std::fs::write(
+        &index,
+        r#"{"weight_map":{"a":"c.safetensors"},"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    refused(dir.path(), &[], 2, "key \"weight_map\" is listed twice");
+    // A header: a tensor twice (as before), or a field of one tensor twice.
+    std::fs::remove_file(&index).unwrap();
+    std::fs::remove_file(dir.path().join("b.safetensors")).unwrap();
+    let twice = r#"{"a":{"dtype":"BF16","dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#;
+    std::fs::write(dir.path().join("model.safetensors"), safetensors(twice, 8)).unwrap();
+    refused(
+        dir.path(),
+        &[],
+        2,
+        "key \"dtype\" in \"a\" is listed twice in the safetensors header",
+    );
+}
+
+/// Named flag values are exact, case-sensitive names (as `--dtype`, `--mode`, `--gpu`), and
+/// `--bits` is shown as the number it is.
+#[test]
+fn format_names_are_exact_and_bits_normalized() {
+    let model = models().join("llama-3.2-1b");
+    for (flag, value) in [
+        ("--weights-dtype", "INT4"),
+        ("--weights-dtype", "INT4-G128"),
+        ("--weights-dtype", "BF16"),
+        ("--weights-dtype", "bfloat16"),
+        ("--kv-dtype", "FP8"),
+        ("--kv-dtype", "Int8"),
+    ] {
+        refused(&model, &[flag, value], 2, "must be one of");
+    }
+    let m = model.to_str().unwrap();
+    let int4 = plan_json(&["--model", m, "--weights-dtype", "int4"]);
+    let g128 = plan_json(&["--model", m, "--weights-dtype", "int4-g128"]);
+    assert_eq!(int4["memory"], g128["memory"]);
+    for (typed, shown) in [
+        ("01", "1"),
+        ("64.0000", "64"),
+        ("4.50", "4.5"),
+        ("4.125", "4.125"),
+    ] {
+        let p = plan_json(&["--model", m, "--bits", typed]);
+        assert_eq!(
+            p["weights_format"],
+            format!("{shown} bits per matrix weight"),
+            "{typed}"
+        );
+        let out = lab()
+            .args(["plan", "--model", m, "--bits", typed])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("weights {shown} bits per matrix weight,")),
+            "{typed}: {text}"
+        );
+    }
+}
+
+/// A quantized dtype written in config.json counts like the same `--weights-dtype` (matrices
+/// quantized, the rest in 16 bits); a dtype lab plan does not know is named in the refusal.
+#[test]
+fn configured_dtypes_count_like_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    tiny_llama(d, "");
+    let config = d.join("config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let flag = plan_json(&["--model", d.to_str().unwrap(), "--weights-dtype", "int4"]);
+    std::fs::write(&config, text.replace("\"float16\"", "\"int4\"")).unwrap();
+    let configured = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(
+        configured["memory"]["weights_bytes"],
+        flag["memory"]["weights_bytes"]
+    );
+    for dtype in ["auto", "float64"] {
+        std::fs::write(
+            &config,
+            text.replace("\"float16\"", &format!("\"{dtype}\"")),
+        )
+        .unwrap();
+        let line = refused(
+            d,
+            &[],
+            2,
+            &format!("config.json's dtype \"{dtype}\" is not a weights format"),
+        );
+        assert!(line.contains("give --weights-dtype"), "{line}");
+    }
+}
