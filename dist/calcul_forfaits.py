@@ -158,10 +158,18 @@ _WHITE_SPACE = frozenset(
 FLAG_METAVARS = {"--days": "D", "--lots": "N", "--accepted-results": "K"}
 
 
+def identifier(text):
+    """``text`` as ``lab`` quotes an identifier or a flag value (``lab::text::ascii``):
+    ``one_line``, then every other non-ASCII character as ``\\u{hex}`` too, so that a
+    look-alike letter (Cyrillic U+0430 for Latin ``a``) shows as what it is."""
+    return "".join(char if ord(char) < 0x80 else f"\\u{{{ord(char):x}}}" for char in one_line(text))
+
+
 def flag_refusal(flag, text, reason):
     """``lab``'s one line for a refused flag value, word for word:
-    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``one_line``)."""
-    return f"invalid value '{one_line(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (the whole line escaped by ``identifier``, as ``lab`` escapes clap's: its own words are
+    ASCII, so only the quoted text and what the reason quotes of it change)."""
+    return identifier(f"invalid value '{text}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}")
 
 
 def positive_integer(flag, text, maximum):
@@ -309,7 +317,7 @@ def parse_catalog(data):
         gpu, model = record[0], record[1]
         _check_text(line, "gpu", gpu)
         if not gpu or any(char in SPACES for char in gpu):
-            raise PriceError(f"line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'")
+            raise PriceError(f"line {line}: gpu must be a non-empty identifier without spaces, found '{identifier(gpu)}'")
         _check_text(line, "model name", model)
         if all(char in SPACES for char in model):
             raise PriceError(f"line {line}: model name is empty")
@@ -526,7 +534,7 @@ def quote(rows, info, gpu, days, lots, accepted_results=None):
     """
     ids = list(dict.fromkeys(row["gpu"] for row in rows))
     if gpu not in ids:
-        raise PriceError(f"unknown GPU '{gpu}'; valid ids: {', '.join(ids)}")
+        raise PriceError(f"unknown GPU '{identifier(gpu)}'; valid ids: {', '.join(ids)}")
     if days not in DURATIONS:
         raise PriceError(f"no {days}-day package: durations are {durations_list()} days (no pro-rata)")
     entry = next(row for row in rows if row["gpu"] == gpu and row["days"] == days)
@@ -642,7 +650,7 @@ class _Parser(argparse.ArgumentParser):
             if token == "--" and self._subparsers is None:
                 # The end of the options, as in lab; these commands take no other argument.
                 if i + 1 < len(self._arguments):
-                    self.error(f"unexpected argument '{one_line(self._arguments[i + 1])}' found")
+                    self.error(f"unexpected argument '{identifier(self._arguments[i + 1])}' found")
                 break
             glued.append(token)
             i += 1

@@ -143,10 +143,18 @@ FLAG_METAVARS = {
 }
 
 
+def identifier(text):
+    """``text`` as ``lab`` quotes an identifier or a flag value (``lab::text::ascii``):
+    ``one_line``, then every other non-ASCII character as ``\\u{hex}`` too, so that a
+    look-alike letter (Cyrillic U+0430 for Latin ``a``) shows as what it is."""
+    return "".join(char if ord(char) < 0x80 else f"\\u{{{ord(char):x}}}" for char in one_line(text))
+
+
 def flag_refusal(flag, text, reason):
     """``lab``'s one line for a refused flag value, word for word:
-    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (TEXT escaped by ``one_line``)."""
-    return f"invalid value '{one_line(text)}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}"
+    ``invalid value 'TEXT' for '--flag <METAVAR>': REASON`` (the whole line escaped by ``identifier``, as ``lab`` escapes clap's: its own words are
+    ASCII, so only the quoted text and what the reason quotes of it change)."""
+    return identifier(f"invalid value '{text}' for '{flag} <{FLAG_METAVARS[flag]}>': {reason}")
 
 
 def whole_number_reason(text, minimum, maximum):
@@ -1057,7 +1065,7 @@ class _Parser(argparse.ArgumentParser):
             if token == "--" and self._subparsers is None:
                 # The end of the options, as in lab; these commands take no other argument.
                 if i + 1 < len(self._arguments):
-                    self.error(f"unexpected argument '{one_line(self._arguments[i + 1])}' found")
+                    self.error(f"unexpected argument '{identifier(self._arguments[i + 1])}' found")
                 break
             glued.append(token)
             i += 1

@@ -276,7 +276,8 @@ impl Catalog {
             check_text(line, "gpu", gpu)?;
             if gpu.is_empty() || gpu.chars().any(is_space) {
                 return Err(Error::usage(format!(
-                    "line {line}: gpu must be a non-empty identifier without spaces, found '{gpu}'"
+                    "line {line}: gpu must be a non-empty identifier without spaces, found '{}'",
+                    crate::text::ascii(gpu)
                 )));
             }
             check_text(line, "model name", model)?;
@@ -409,7 +410,8 @@ impl Catalog {
     pub fn find(&self, gpu: &str, days: u32) -> Result<&Entry> {
         if !self.entries.iter().any(|e| e.gpu == gpu) {
             return Err(Error::usage(format!(
-                "unknown GPU '{gpu}'; valid ids: {}",
+                "unknown GPU '{}'; valid ids: {}",
+                crate::text::ascii(gpu),
                 self.gpu_ids().join(", ")
             )));
         }

@@ -92,7 +92,9 @@ impl Device {
     /// # Errors
     /// [`Error::Usage`] when the text is not one `cuda:N`.
     pub fn parse_usage(text: &str) -> Result<Device> {
-        Device::parse(text).map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
+        Device::parse(text).map_err(|refusal| {
+            Error::usage(format!("device '{}': {refusal}", crate::text::ascii(text)))
+        })
     }
 }
 
@@ -198,8 +200,8 @@ impl Devices {
             if part.is_empty() {
                 return Err("has an empty entry: write cuda:0,cuda:1 (or all)".into());
             }
-            let device =
-                Device::parse(part).map_err(|refusal| format!("entry '{part}': {refusal}"))?;
+            let device = Device::parse(part)
+                .map_err(|refusal| format!("entry '{}': {refusal}", crate::text::ascii(part)))?;
             if list.contains(&device) {
                 return Err(format!(
                     "names {device} twice: list each GPU once (or write all)"
@@ -215,7 +217,9 @@ impl Devices {
     /// # Errors
     /// [`Error::Usage`] when the text is not a device, `all` or a list.
     pub fn parse_usage(text: &str) -> Result<Devices> {
-        Devices::parse(text).map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
+        Devices::parse(text).map_err(|refusal| {
+            Error::usage(format!("device '{}': {refusal}", crate::text::ascii(text)))
+        })
     }
 
     /// The GPUs to use, given how many GPUs libtorch sees. `All` with no GPU, or a device

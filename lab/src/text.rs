@@ -4,7 +4,7 @@
 //!
 //! One explicit character rule, the same in the kit's Python twins (`calcul_forfaits.py`,
 //! `mesure_memoire.py`, function `one_line`) and checked against them over every code point
-//! by `lab/tests/differential.rs`. It does not depend on what Rust or Python call
+//! by `lab/tests/differential/output.rs`. It does not depend on what Rust or Python call
 //! "whitespace" or "control", which differ (Python counts U+001C..U+001F as spaces):
 //!
 //! - **hidden** ([`is_hidden`]): C0 controls U+0000..U+001F, DEL U+007F, C1 controls
@@ -98,20 +98,42 @@ pub fn one_line(message: &str) -> String {
 pub const EXCERPT_CHARS: usize = 64;
 
 /// `value` as a message quotes it: its first [`EXCERPT_CHARS`] characters, then `…` when it
-/// is longer, escaped by [`one_line`] (so an escape is never cut in half). A value read from a
-/// file or a flag can be any length; the message stays short whatever it holds.
+/// is longer, escaped by [`ascii`] (so an escape is never cut in half). A value read from a
+/// file or a flag can be any length; the message stays short whatever it holds, and shows
+/// exactly which characters it holds.
 ///
 /// ```
 /// assert_eq!(lab::text::excerpt("llama"), "llama");
 /// let long = "x".repeat(100_000);
 /// assert_eq!(lab::text::excerpt(&long), format!("{}…", "x".repeat(64)));
 /// assert_eq!(lab::text::excerpt("a\nb"), r"a\nb");
+/// assert_eq!(lab::text::excerpt("ll\u{430}ma"), r"ll\u{430}ma");
 /// ```
 pub fn excerpt(value: &str) -> String {
     match value.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", one_line(&value[..cut])),
-        None => one_line(value),
+        Some((cut, _)) => format!("{}…", ascii(&value[..cut])),
+        None => ascii(value),
     }
+}
+
+/// `value` as [`one_line`] writes it, with every other non-ASCII character escaped too
+/// (`\u{43e}`, the same notation): identifiers quoted back from a file or a flag (a
+/// `model_type`, a GPU id, a tensor name) are compared with ASCII names, and a look-alike
+/// letter (Cyrillic `а` for Latin `a`) must not read as the name it imitates.
+///
+/// ```
+/// assert_eq!(lab::text::ascii("\u{43e}pt é\t"), r"\u{43e}pt \u{e9}\t");
+/// ```
+pub fn ascii(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c.is_ascii() {
+            out.push_str(&one_line(c.encode_utf8(&mut [0u8; 4])));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// `json` (text produced by a JSON serializer) with every [hidden](is_hidden) character that
@@ -180,12 +202,38 @@ mod tests {
     #[test]
     fn excerpts_cut_long_values_before_escaping() {
         let exact = "é".repeat(EXCERPT_CHARS);
-        assert_eq!(excerpt(&exact), exact);
-        assert_eq!(excerpt(&format!("{exact}z")), format!("{exact}…"));
+        assert_eq!(excerpt(&exact), r"\u{e9}".repeat(EXCERPT_CHARS));
+        assert_eq!(
+            excerpt(&format!("{exact}z")),
+            format!("{}…", r"\u{e9}".repeat(EXCERPT_CHARS))
+        );
         // 64 newlines: all shown, escaped; one more is cut.
         let lines = "\n".repeat(EXCERPT_CHARS + 1);
         assert_eq!(excerpt(&lines), format!("{}…", r"\n".repeat(EXCERPT_CHARS)));
         assert_eq!(excerpt(""), "");
+    }
+
+    /// Every code point: ASCII printable characters are shown as they are, every other
+    /// character as an escape that names it, so the text is printable ASCII and reads back.
+    #[test]
+    fn ascii_escapes_every_other_character() {
+        for code in 0..=0x10FFFFu32 {
+            let Some(c) = char::from_u32(code) else {
+                continue;
+            };
+            let shown = ascii(&c.to_string());
+            let plain = (0x20..0x7F).contains(&code);
+            if plain {
+                assert_eq!(shown, c.to_string());
+            } else if !matches!(c, '\n' | '\r' | '\t') {
+                assert_eq!(shown, format!("\\u{{{code:x}}}"));
+            }
+            assert!(shown.bytes().all(|b| (0x20..0x7F).contains(&b)), "{code:x}");
+        }
+        // Look-alikes of the names lab knows.
+        assert_eq!(ascii("ll\u{430}ma"), r"ll\u{430}ma");
+        assert_eq!(ascii("h\u{406}00"), r"h\u{406}00");
+        assert_eq!(ascii("bf\u{ff11}6"), r"bf\u{ff11}6");
     }
 
     #[test]

@@ -22,6 +22,8 @@ mod notebook;
 mod notebook_check;
 mod notebook_kernel;
 mod picture;
+mod prefetch;
+mod progress;
 mod verify;
 mod worker;
 
@@ -92,6 +94,7 @@ fn main() -> ExitCode {
 /// `eprintln!`, which panics when stderr cannot be written.
 pub fn run_echoed(command: xshell::Cmd<'_>) -> xshell::Result<()> {
     lab::errln!("$ {command}");
+    progress::doing(&command.to_string());
     command.quiet().run()
 }
 

@@ -15,6 +15,7 @@
 use crate::Ctx;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 use xshell::cmd;
 
 /// The driver run inside the virtual environment.
@@ -60,34 +61,60 @@ pub struct CellError {
     pub traceback: Vec<String>,
 }
 
+/// Makes `target/notebook-venv` and installs nbclient and ipykernel there, pinned by
+/// `xtask/notebook-kernel-requirements.txt` (idempotent: nothing runs when they import).
+/// Output lines go after `prefix`. Returns the environment's `python`.
+///
+/// # Errors
+/// `python3 -m venv` or pip fails.
+pub fn prepare(root: &Path, prefix: &str) -> Result<PathBuf> {
+    use std::process::{Command, Stdio};
+    let venv = root.join("target").join("notebook-venv");
+    let python = venv.join("bin").join("python");
+    let run = |mut command: Command, what: &str| -> Result<()> {
+        if prefix.is_empty() {
+            crate::progress::doing(what);
+        } else {
+            crate::progress::background(Some(what));
+        }
+        command.current_dir(root);
+        let status = crate::progress::run_prefixed(command, prefix)
+            .with_context(|| format!("{what}: cannot start"))?;
+        if !status.success() {
+            bail!("{what} failed ({status})");
+        }
+        Ok(())
+    };
+    if !python.exists() {
+        let mut command = Command::new("python3");
+        command.args(["-m", "venv"]).arg(&venv);
+        run(command, "python3 -m venv target/notebook-venv").context(
+            "cannot create target/notebook-venv (Debian/Ubuntu: apt-get install python3-venv)",
+        )?;
+    }
+    let ready = Command::new(&python)
+        .args(["-c", "import nbclient, ipykernel"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        let requirements = root.join("xtask").join("notebook-kernel-requirements.txt");
+        let mut command = Command::new(&python);
+        command
+            .args(["-m", "pip", "install", "--progress-bar", "off"])
+            .args(["--disable-pip-version-check", "-r"])
+            .arg(requirements);
+        run(command, "pip install nbclient and ipykernel")
+            .context("cannot install nbclient and ipykernel into target/notebook-venv")?;
+    }
+    Ok(python)
+}
+
 /// The verify step (see the module documentation).
 pub fn step(ctx: &Ctx) -> Result<()> {
-    let venv = ctx.root.join("target").join("notebook-venv");
-    let python = venv.join("bin").join("python");
-    if !python.exists() {
-        cmd!(ctx.sh, "python3 -m venv {venv}")
-            .quiet()
-            .run()
-            .context(
-                "cannot create target/notebook-venv (Debian/Ubuntu: apt-get install python3-venv)",
-            )?;
-    }
-    let ready = cmd!(ctx.sh, "{python} -c 'import nbclient, ipykernel'")
-        .quiet()
-        .ignore_stderr()
-        .run()
-        .is_ok();
-    if !ready {
-        let requirements = ctx
-            .root
-            .join("xtask")
-            .join("notebook-kernel-requirements.txt");
-        crate::run_echoed(cmd!(
-            ctx.sh,
-            "{python} -m pip install --quiet --disable-pip-version-check -r {requirements}"
-        ))
-        .context("cannot install nbclient and ipykernel into target/notebook-venv")?;
-    }
+    crate::prefetch::wait(crate::prefetch::Item::Notebook)?;
+    let python = prepare(&ctx.root, "")?;
     let notebook = ctx.root.join(crate::notebook::NOTEBOOK);
     let work = tempfile::tempdir().context("cannot create a working folder")?;
     let workdir = work.path();

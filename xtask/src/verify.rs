@@ -11,7 +11,10 @@
 //! `lab verify-kit`. Exit codes as `lab verify-kit`: 1 for a problem or a missing file, 2 for a
 //! path that is not a file.
 
-use crate::{archive, archive_check, content, crate_check, notebook_kernel, picture, worker, Ctx};
+use crate::{
+    archive, archive_check, content, crate_check, notebook_kernel, picture, prefetch, progress,
+    worker, Ctx,
+};
 use anyhow::{Context, Result};
 use lab::kit;
 use std::path::{Path, PathBuf};
@@ -131,6 +134,48 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let ctx = Ctx::new(crate::project_root())?;
     let started = Instant::now();
+    let selected = |name: &str| {
+        args.step.as_deref().is_none_or(|only| name.contains(only))
+            && !(args.fast && STEPS.iter().any(|s| s.name == name && s.slow))
+    };
+    // The slow steps' downloads start now, in the background, so that they overlap the
+    // Rust builds and tests in front of them (crate::prefetch).
+    let mut background: Vec<(prefetch::Item, prefetch::Install)> = Vec::new();
+    if STEPS
+        .iter()
+        .any(|s| s.slow && s.name.starts_with("notebook") && selected(s.name))
+    {
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::Notebook,
+            Box::new(move || notebook_kernel::prepare(&root, prefetch::PREFIX).map(|_| ())),
+        ));
+    }
+    // Only what the selected steps use: the build needs the wheel and the headers, the
+    // no-GPU guard the 4.6 GB of runtime dependencies too; the libtorch guard nothing new.
+    let torch_step = |part: &str| {
+        STEPS.iter().any(|s| {
+            s.slow
+                && s.name.starts_with("torch worker")
+                && s.name.contains(part)
+                && selected(s.name)
+        })
+    };
+    if torch_step(": build") || torch_step("no GPU") {
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::Torch,
+            Box::new(move || worker::prepare(&root, false, prefetch::PREFIX).map(|_| ())),
+        ));
+    }
+    if torch_step("no GPU") {
+        let root = ctx.root.clone();
+        background.push((
+            prefetch::Item::TorchFull,
+            Box::new(move || worker::prepare(&root, true, prefetch::PREFIX).map(|_| ())),
+        ));
+    }
+    prefetch::start(background);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for step in STEPS {
         if let Some(only) = &args.step {
@@ -145,7 +190,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         lab::errln!("==> {}", step.name);
         let step_started = Instant::now();
-        match (step.run)(&ctx) {
+        let heartbeat = progress::start(step.name);
+        let outcome = (step.run)(&ctx);
+        drop(heartbeat);
+        match outcome {
             Ok(()) => {
                 passed += 1;
                 lab::errln!("ok: {} ({:.1?})", step.name, step_started.elapsed());

@@ -7,7 +7,7 @@
 //! plus the `nvidia-cuda-runtime` and `nvidia-cuda-crt` 13.0 wheels (CUDA runtime headers for
 //! the shim, ~2.4 MB); then `cargo build --release -p lab --features torch` with
 //! `LIBTORCH=<site-packages>/torch` into its own target folder `target/torch` (so the default
-//! builds are not invalidated). `--full` also installs torch's runtime dependencies (~4.6 GB),
+//! builds are not invalidated); verify builds the same in the dev profile ([`Profile::Dev`]). `--full` also installs torch's runtime dependencies (~4.6 GB),
 //! which the worker needs to *start*; only the no-GPU guard needs that. pip's own cache
 //! serves repeated runs; nothing is committed.
 
@@ -31,7 +31,7 @@ pub struct Args {
 /// Runs `cargo xtask worker`.
 pub fn run(args: Args) -> Result<()> {
     let root = crate::project_root();
-    let built = build(&root, args.full)?;
+    let built = build(&root, args.full, Profile::Release)?;
     lab::stdout::lines(&[
         format!("worker: {}", built.worker().display()),
         format!("lab:    {}", built.lab().display()),
@@ -45,8 +45,8 @@ pub fn run(args: Args) -> Result<()> {
 
 /// Where a build put things.
 pub struct Built {
-    /// `target/torch/release`.
-    pub release: PathBuf,
+    /// `target/torch/release` or `target/torch/debug` ([`Profile`]).
+    pub bin: PathBuf,
     /// `<site-packages>/torch` of the build's virtual environment.
     pub libtorch: PathBuf,
 }
@@ -54,12 +54,12 @@ pub struct Built {
 impl Built {
     /// The worker binary.
     pub fn worker(&self) -> PathBuf {
-        self.release.join("lab-torch-worker")
+        self.bin.join("lab-torch-worker")
     }
 
     /// The `lab` binary next to it.
     pub fn lab(&self) -> PathBuf {
-        self.release.join("lab")
+        self.bin.join("lab")
     }
 }
 
@@ -80,10 +80,14 @@ fn site_packages(venv: &Path) -> Result<PathBuf> {
     bail!("no python3.* folder under {}", lib.display())
 }
 
-fn checked(mut command: Command, what: &str) -> Result<()> {
-    lab::errln!("+ {command:?}");
-    let status = command
-        .status()
+/// Runs `command`, its output shown after `prefix` ([`crate::progress::run_prefixed`]).
+fn checked(command: Command, what: &str, prefix: &str) -> Result<()> {
+    if prefix.is_empty() {
+        crate::progress::doing(what);
+    } else {
+        crate::progress::background(Some(what));
+    }
+    let status = crate::progress::run_prefixed(command, prefix)
         .with_context(|| format!("{what}: cannot start"))?;
     if !status.success() {
         bail!("{what} failed ({status})");
@@ -91,55 +95,102 @@ fn checked(mut command: Command, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Ensures the virtual environment and its wheels (idempotent), then builds the worker and
-/// `lab` into `target/torch`.
-pub fn build(root: &Path, full: bool) -> Result<Built> {
+/// pip's flags: no progress bar (it is one line redrawn, unreadable in a log), but its
+/// `Downloading NAME (SIZE)` line for every wheel it fetches, so that the log says what is
+/// being downloaded and how large it is.
+const PIP_FLAGS: [&str; 3] = ["--progress-bar", "off", "--disable-pip-version-check"];
+
+/// The cargo profile of a worker build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `--release`, into `target/torch/release`: what `cargo xtask worker` gives users.
+    Release,
+    /// The dev profile, into `target/torch/debug`: what verify's guard steps run, which test
+    /// exit codes and messages, not speed; its dependencies and torch-sys's C++ compile
+    /// unoptimized, much faster than the release build.
+    Dev,
+}
+
+/// Ensures the virtual environment and its wheels (idempotent): `torch` without its
+/// dependencies and the CUDA header wheels, then with `full` torch's runtime dependencies.
+/// Output lines go after `prefix` (a background install's marker, or nothing). Returns
+/// libtorch's folder (`<site-packages>/torch`).
+///
+/// # Errors
+/// `python3 -m venv` or a pip install fails.
+pub fn prepare(root: &Path, full: bool, prefix: &str) -> Result<PathBuf> {
     let venv = venv(root);
     let pip = venv.join("bin/pip");
     if !pip.exists() {
         let mut command = Command::new("python3");
         command.args(["-m", "venv"]).arg(&venv);
-        checked(command, "python3 -m venv")?;
+        checked(command, "python3 -m venv target/torch-venv", prefix)?;
     }
     let sp = site_packages(&venv)?;
     let torch_ok = sp.join(format!("torch-{TORCH_VERSION}.dist-info")).is_dir();
     if !torch_ok {
         let mut command = Command::new(&pip);
-        command.args([
-            "install",
-            "-q",
-            "--no-deps",
-            &format!("torch=={TORCH_VERSION}"),
-        ]);
-        checked(command, "pip install --no-deps torch")?;
+        command
+            .args(["install", "--no-deps"])
+            .args(PIP_FLAGS)
+            .arg(format!("torch=={TORCH_VERSION}"));
+        checked(command, "pip install --no-deps torch (~530 MB)", prefix)?;
     }
     if !sp.join("nvidia/cu13/include/cuda_runtime_api.h").exists()
         || !sp.join("nvidia/cu13/include/crt/host_defines.h").exists()
     {
         let mut command = Command::new(&pip);
         command
-            .args(["install", "-q", "--no-deps"])
+            .args(["install", "--no-deps"])
+            .args(PIP_FLAGS)
             .args(HEADER_WHEELS);
-        checked(command, "pip install the CUDA header wheels")?;
+        checked(
+            command,
+            "pip install the CUDA header wheels (~2.4 MB)",
+            prefix,
+        )?;
     }
     let full_marker = venv.join(".lab-full-torch");
     if full && !full_marker.exists() {
         let mut command = Command::new(&pip);
-        command.args(["install", "-q", &format!("torch=={TORCH_VERSION}")]);
-        checked(command, "pip install torch (with its runtime dependencies)")?;
+        command
+            .arg("install")
+            .args(PIP_FLAGS)
+            .arg(format!("torch=={TORCH_VERSION}"));
+        checked(
+            command,
+            "pip install torch's runtime dependencies (~4.6 GB)",
+            prefix,
+        )?;
         std::fs::write(&full_marker, "torch runtime dependencies installed\n")?;
     }
-    let libtorch = sp.join("torch");
+    Ok(sp.join("torch"))
+}
+
+/// Ensures the virtual environment ([`prepare`]), then builds the worker and `lab` with
+/// `profile` into `target/torch`.
+///
+/// # Errors
+/// [`prepare`] or the build fails.
+pub fn build(root: &Path, full: bool, profile: Profile) -> Result<Built> {
+    let libtorch = prepare(root, full, "")?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(root).arg("build");
+    if profile == Profile::Release {
+        command.arg("--release");
+    }
     command
-        .current_dir(root)
-        .args(["build", "--release", "-p", "lab", "--features", "torch"])
+        .args(["-p", "lab", "--features", "torch"])
         .env("LIBTORCH", &libtorch)
         .env("CARGO_TARGET_DIR", root.join("target/torch"))
         .env_remove("LIBTORCH_USE_PYTORCH");
-    checked(command, "cargo build --features torch")?;
+    checked(command, "cargo build -p lab --features torch", "")?;
+    let folder = match profile {
+        Profile::Release => "target/torch/release",
+        Profile::Dev => "target/torch/debug",
+    };
     Ok(Built {
-        release: root.join("target/torch/release"),
+        bin: root.join(folder),
         libtorch,
     })
 }
@@ -196,16 +247,17 @@ fn expect_exit2(output: &Output, wrote: bool, needle: &str) -> Result<()> {
     Ok(())
 }
 
-/// Verify step: build the worker (no-deps torch), so it never rots, and lint it (clippy with
-/// `-D warnings` on the `torch` feature, same target folder, so the build is reused).
+/// Verify step: build the worker (dev profile, [`Profile::Dev`]), so it never rots, and lint
+/// it (clippy with `-D warnings` on the `torch` feature, same target folder and profile, so
+/// torch-sys's build script and its C++ are built once for both).
 pub fn step_build(ctx: &crate::Ctx) -> Result<()> {
-    let built = build(&ctx.root, false)?;
+    crate::prefetch::wait(crate::prefetch::Item::Torch)?;
+    let built = build(&ctx.root, false, Profile::Dev)?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
         .current_dir(&ctx.root)
         .args([
             "clippy",
-            "--release",
             "-p",
             "lab",
             "--features",
@@ -216,13 +268,13 @@ pub fn step_build(ctx: &crate::Ctx) -> Result<()> {
         .env("LIBTORCH", &built.libtorch)
         .env("CARGO_TARGET_DIR", ctx.root.join("target/torch"))
         .env_remove("LIBTORCH_USE_PYTORCH");
-    checked(command, "cargo clippy --features torch")
+    checked(command, "cargo clippy -p lab --features torch", "")
 }
 
 /// Verify step: the real worker with libtorch not loadable -> `lab measure` exits 2 naming
 /// libtorch, writes nothing.
 pub fn step_guard_no_libtorch(ctx: &crate::Ctx) -> Result<()> {
-    let lab = ctx.root.join("target/torch/release/lab");
+    let lab = ctx.root.join("target/torch/debug/lab");
     let (output, wrote) = guarded_measure(&lab, |c| {
         c.env_remove("LIBTORCH").env_remove("LD_LIBRARY_PATH");
     })?;
@@ -233,7 +285,8 @@ pub fn step_guard_no_libtorch(ctx: &crate::Ctx) -> Result<()> {
 /// (`CUDA_VISIBLE_DEVICES=` hides any) -> `lab measure` exits 2 saying "no CUDA device", and
 /// `lab environment` exits 0 saying "not available".
 pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
-    let built = build(&ctx.root, true)?;
+    crate::prefetch::wait(crate::prefetch::Item::TorchFull)?;
+    let built = build(&ctx.root, true, Profile::Dev)?;
     let (output, wrote) = guarded_measure(&built.lab(), |c| {
         c.env("LIBTORCH", &built.libtorch)
             .env("CUDA_VISIBLE_DEVICES", "");

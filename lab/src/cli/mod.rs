@@ -258,7 +258,9 @@ fn usage_error(error: clap::Error) -> ExitCode {
         .collect();
     let first = message.join(" ");
     let first = first.trim_start_matches("error: ");
-    crate::errln!("lab: error: {} (see `lab --help`)", one_line(first));
+    // clap's own words are ASCII: what is not is a quoted argument, whose non-ASCII letters
+    // are shown as escapes so that a look-alike reads as what it is (`lab::text::ascii`).
+    crate::errln!("lab: error: {} (see `lab --help`)", lab::text::ascii(first));
     ExitCode::from(2)
 }
 

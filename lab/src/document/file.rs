@@ -83,8 +83,10 @@ pub fn parse(bytes: &[u8]) -> std::result::Result<Document, String> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let document: Document = serde_json::from_slice(bytes).map_err(|e| {
         format!(
-            "not a measurement document ({e}); give a file written by `lab measure` or \
-             `mesure_memoire.py measure`"
+            "not a measurement document ({}); give a file written by `lab measure` or \
+             `mesure_memoire.py measure`",
+            // serde quotes the value it refuses (a phase, a field name) as read.
+            crate::text::ascii(&e.to_string())
         )
     })?;
     check(&document)?;

@@ -264,7 +264,13 @@ fn check_manifest(
     let manifest: Manifest = match serde_json::from_slice(bytes) {
         Ok(m) => m,
         Err(e) => {
-            findings.push(Finding::new(path, format!("not a valid manifest: {e}")));
+            findings.push(Finding::new(
+                path,
+                format!(
+                    "not a valid manifest: {}",
+                    crate::text::ascii(&e.to_string())
+                ),
+            ));
             return None;
         }
     };
@@ -272,7 +278,11 @@ fn check_manifest(
         if got != want {
             findings.push(Finding::new(
                 path,
-                format!("{name} is {got:?}, expected {want:?}"),
+                format!(
+                    "{name} is \"{}\", expected \"{}\"",
+                    crate::text::excerpt(got),
+                    crate::text::excerpt(want)
+                ),
             ));
         }
     };

@@ -21,6 +21,7 @@ pub mod layout;
 pub mod memory;
 pub mod model;
 pub mod packages;
+pub mod quantization;
 pub mod safetensors;
 pub mod sat;
 
@@ -256,7 +257,7 @@ fn plan_model(
         Some(s) if arch.quantization.is_some() => {
             notes.push(format!(
                 "pre-quantized checkpoint ({}): the headers hold {} packed elements; parameters from the config",
-                arch.quantization.as_deref().unwrap_or_default(),
+                crate::text::excerpt(arch.quantization.as_deref().unwrap_or_default()),
                 s.elements
             ));
             from_config
@@ -283,7 +284,8 @@ fn plan_model(
         (&arch.quantization, summary, &request.weights)
     {
         notes.push(format!(
-            "config.json describes a pre-quantized checkpoint ({method}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width"
+            "config.json describes a pre-quantized checkpoint ({}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width",
+            crate::text::excerpt(method)
         ));
     }
     // Stored width: the headers' main dtype, else the config's dtype.
@@ -321,7 +323,7 @@ fn plan_model(
             let bits = format_bits(name).ok_or_else(|| {
                 Error::usage(format!(
                     "unknown weights format '{}': use {}",
-                    crate::text::one_line(name),
+                    crate::text::excerpt(name),
                     memory::FORMATS.map(|f| f.0).join(", ")
                 ))
             })?;
@@ -361,7 +363,7 @@ fn plan_model(
                 .ok_or_else(|| {
                     Error::usage(format!(
                         "unknown --kv-dtype '{}': use fp32, bf16, fp16, fp8 or int8",
-                        crate::text::one_line(name)
+                        crate::text::excerpt(name)
                     ))
                 })?;
             (element_bytes(n), n.to_string())

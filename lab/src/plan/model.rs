@@ -3,7 +3,7 @@
 //! the plan takes this [`Model`].
 
 use super::family::{self, Architecture};
-use super::{config, json, safetensors};
+use super::{config, json, quantization, safetensors};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,8 @@ pub struct Model {
 ///
 /// # Errors
 /// [`Error::Usage`] for a folder without `config.json`, a model file that is not a regular
-/// file, an unknown architecture, a key given twice, malformed headers or index;
+/// file, an unknown architecture, a key given twice, malformed headers or index, headers of
+/// a pre-quantized checkpoint too small for its config ([`quantization::check_complete`]);
 /// [`Error::Runtime`] for a path that is missing or cannot be read (a dangling symbolic link
 /// included), as for every file `lab` reads (`docs/PROTOCOL.md §8`).
 pub fn read(path: &Path) -> Result<Model> {
@@ -65,6 +66,13 @@ pub fn read(path: &Path) -> Result<Model> {
         Some(folder) => safetensors::read_folder(folder)?,
         None => None,
     };
+    // A pre-quantized checkpoint's headers are not a parameter count, but they must hold at
+    // least what its format packs the config's parameters into (plan::quantization).
+    if let (Some(s), Some(q)) = (&headers, quantization::scheme(&value)) {
+        if let Some(counts) = architecture.parameter_counts().narrow() {
+            quantization::check_complete(&q, &counts, s)?;
+        }
+    }
     Ok(Model {
         path: path.to_path_buf(),
         config_path,

@@ -10,7 +10,8 @@
 //! Checks (each failure is one line, exit 2): the header length fits the file and
 //! [`MAX_HEADER_BYTES`]; the JSON is an object of well-formed entries; the dtype is known;
 //! `end - begin` equals the elements times the dtype's width; every range lies inside the
-//! data; no two ranges overlap; no key is given twice ([`super::json`]). Shard names must be
+//! data; the ranges tile the data as the reference library requires (no overlap, no gap, no
+//! bytes past the last tensor: [`contiguous`]); no key is given twice ([`super::json`]). Shard names must be
 //! plain file names next to the index, and each must exist; a tensor named in two shards is
 //! refused. A model file that is present but cannot be read (a dangling symbolic link, a
 //! link loop, no permission) is exit 1, never skipped.
@@ -58,6 +59,8 @@ pub struct Summary {
     pub elements_by_dtype: BTreeMap<String, u64>,
     /// Files read (one, or the shards of an index).
     pub files: Vec<String>,
+    /// Header bytes read, over all files.
+    pub header_bytes: u64,
 }
 
 impl Summary {
@@ -80,6 +83,10 @@ impl Summary {
             *slot = slot.checked_add(n).ok_or_else(overflow)?;
         }
         self.files.extend(other.files);
+        self.header_bytes = self
+            .header_bytes
+            .checked_add(other.header_bytes)
+            .ok_or_else(overflow)?;
         Ok(())
     }
 
@@ -92,14 +99,31 @@ impl Summary {
     }
 }
 
+/// Most header bytes read over all the shards of one folder: [`MAX_HEADER_BYTES`], the
+/// reference library's limit for one header, applied to the folder as a whole.
+pub const MAX_FOLDER_HEADER_BYTES: u64 = MAX_HEADER_BYTES;
+
+/// Most tensors an index may name: 1,048,576 (the largest public checkpoints name about
+/// 10⁵: DeepSeek-V3's index lists 91,991 tensors).
+pub const MAX_TENSORS: usize = 1 << 20;
+
+/// Header bytes a shard may spend per tensor the index puts in it, on top of the tensor's
+/// name: a JSON entry `{"dtype":"BF16","shape":[128256,4096],"data_offsets":[0,1050673152]}`
+/// takes about 70; 512 leaves room for any realistic shape.
+pub const HEADER_BYTES_PER_TENSOR: u64 = 512;
+
+/// Header bytes a shard may spend on its `__metadata__` and layout (64 KiB).
+pub const HEADER_BYTES_PER_SHARD: u64 = 64 << 10;
+
 /// Reads the safetensors header(s) of the model folder `folder`, if any: the index and its
 /// shards when `model.safetensors.index.json` is there, else `model.safetensors`, else
-/// `None`. A name counts as there when the folder has an entry for it, so that a symbolic
-/// link whose target is missing (an interrupted Hugging Face download) is reported, not
-/// skipped.
+/// `None` when the folder holds no `.safetensors` file at all. A name counts as there when
+/// the folder has an entry for it, so that a symbolic link whose target is missing (an
+/// interrupted Hugging Face download) is reported, not skipped.
 ///
 /// # Errors
-/// [`Error::Usage`] for any malformed header or index (see the module documentation);
+/// [`Error::Usage`] for any malformed header or index (see the module documentation), for
+/// `.safetensors` files that neither an index lists nor are `model.safetensors` (named);
 /// [`Error::Runtime`] for a file that is there but cannot be read.
 pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
     let index = folder.join("model.safetensors.index.json");
@@ -107,8 +131,21 @@ pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
         return read_index(&index).map(Some);
     }
     let single = folder.join("model.safetensors");
+    let others = safetensors_files(folder, &BTreeSet::from(["model.safetensors"]))?;
+    if !others.is_empty() {
+        let shown = crate::text::one_line(&folder.display().to_string());
+        let what = if present(&single)? {
+            "next to model.safetensors, which transformers loads alone"
+        } else {
+            "with neither model.safetensors nor model.safetensors.index.json (the index that lists shards)"
+        };
+        return Err(Error::usage(format!(
+            "{shown} holds {} {what}: add the index, remove the extra files, or give config.json alone to plan from the config",
+            names_shown(&others)
+        )));
+    }
     if present(&single)? {
-        let (summary, _) = read_file(&single)?;
+        let (summary, _) = read_file(&single, MAX_HEADER_BYTES)?;
         return Ok(Some(summary));
     }
     Ok(None)
@@ -132,12 +169,93 @@ pub fn present(path: &Path) -> Result<bool> {
     }
 }
 
+/// The `.safetensors` entries of `folder` other than `known`, sorted.
+///
+/// # Errors
+/// [`Error::Runtime`] when the folder cannot be listed.
+fn safetensors_files(folder: &Path, known: &BTreeSet<&str>) -> Result<Vec<String>> {
+    let cannot = |e: std::io::Error| {
+        Error::runtime(format!(
+            "cannot list {}: {e}",
+            crate::text::one_line(&folder.display().to_string())
+        ))
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).map_err(cannot)? {
+        let name = entry.map_err(cannot)?.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".safetensors") && !known.contains(name.as_ref()) {
+            found.push(name.into_owned());
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+/// Whether `name` reads as a shard of an index: `PREFIX-DIGITS-of-DIGITS.safetensors`, as
+/// transformers names them (`model-00001-of-00004.safetensors`).
+pub fn shard_like(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(stem) = name.strip_suffix(".safetensors") else {
+        return false;
+    };
+    let Some((head, total)) = stem.rsplit_once("-of-") else {
+        return false;
+    };
+    head.rsplit_once('-')
+        .is_some_and(|(prefix, part)| !prefix.is_empty() && digits(part) && digits(total))
+}
+
+/// Up to three names, quoted, then how many more.
+fn names_shown(names: &[String]) -> String {
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(3)
+        .map(|n| format!("\"{}\"", crate::text::excerpt(n)))
+        .collect();
+    if names.len() > 3 {
+        shown.push(format!("and {} more", names.len() - 3));
+    }
+    shown.join(", ")
+}
+
+/// Why `file`, a shard name from an index, is not a plain `.safetensors` file name next to
+/// the index, or `None` when it is one. The class: empty, `.` or `..`, a path (a `/` or `\`
+/// separator anywhere, which also covers absolute paths), a NUL (no file system has such a
+/// name), or another extension (`config.json` read as weights).
+pub fn shard_name_problem(file: &str) -> Option<&'static str> {
+    if file.is_empty() {
+        Some("is empty")
+    } else if file.contains('\0') {
+        Some("holds a NUL character")
+    } else if file.contains(['/', '\\']) {
+        Some("is a path, not a file name next to the index")
+    } else if file == "." || file == ".." {
+        Some("is not a file name")
+    } else if !file.ends_with(".safetensors") || file == ".safetensors" {
+        Some("is not a .safetensors file name")
+    } else {
+        None
+    }
+}
+
 /// Reads an index and the header of every shard it names.
 ///
 /// # Errors
-/// As [`read_folder`]; also a shard name with a path in it, a missing shard, a tensor listed
-/// in the index but absent from its shard, and a tensor found in two shards.
+/// As [`read_folder`]; also a shard name that is not a plain `.safetensors` file name
+/// ([`shard_name_problem`]), a missing shard, more than [`MAX_TENSORS`] tensors, a shard
+/// header over its share of bytes ([`HEADER_BYTES_PER_TENSOR`], [`HEADER_BYTES_PER_SHARD`])
+/// or past [`MAX_FOLDER_HEADER_BYTES`] in all, a tensor listed in the index but absent from
+/// its shard, a tensor in a shard that the index does not put there, and a shard-like
+/// `.safetensors` file ([`shard_like`]) or `model.safetensors` in the folder that the index
+/// does not list.
 pub fn read_index(index: &Path) -> Result<Summary> {
+    read_index_within(index, MAX_FOLDER_HEADER_BYTES)
+}
+
+/// [`read_index`] with `folder_limit` header bytes over all shards in place of
+/// [`MAX_FOLDER_HEADER_BYTES`] (so that tests can reach the limit with small files).
+fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
     let shown = crate::text::one_line(&index.display().to_string());
     let bytes = crate::input::model_file(index, MAX_INDEX_BYTES, "model index")?;
     let value = super::json::parse(super::json::strip_bom(&bytes))
@@ -147,6 +265,12 @@ pub fn read_index(index: &Path) -> Result<Summary> {
             "{shown}: no \"weight_map\" object (tensor name -> shard file)"
         )));
     };
+    if map.len() > MAX_TENSORS {
+        return Err(Error::usage(format!(
+            "{shown}: weight_map names {} tensors, over the {MAX_TENSORS} lab plan reads",
+            map.len()
+        )));
+    }
     let mut shards: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for (tensor, file) in map {
         let Some(file) = file.as_str() else {
@@ -155,10 +279,11 @@ pub fn read_index(index: &Path) -> Result<Summary> {
                 crate::text::excerpt(tensor)
             )));
         };
-        if file.is_empty() || file.contains(['/', '\\']) || file == ".." || file == "." {
+        if let Some(problem) = shard_name_problem(file) {
             return Err(Error::usage(format!(
-                "{shown}: shard \"{}\" is not a plain file name next to the index",
-                crate::text::excerpt(file)
+                "{shown}: shard \"{}\" of tensor \"{}\" {problem}",
+                crate::text::excerpt(file),
+                crate::text::excerpt(tensor)
             )));
         }
         shards.entry(file).or_default().insert(tensor);
@@ -167,21 +292,50 @@ pub fn read_index(index: &Path) -> Result<Summary> {
         return Err(Error::usage(format!("{shown}: weight_map is empty")));
     }
     let folder = index.parent().unwrap_or(Path::new("."));
+    let folder_shown = crate::text::one_line(&folder.display().to_string());
+    let listed: BTreeSet<&str> = shards.keys().copied().collect();
+    // Another checkpoint's file (Mistral's consolidated.safetensors, an adapter) is not read
+    // by transformers through an index; a shard-like name or model.safetensors (which
+    // transformers would load instead of the index) is.
+    let unlisted: Vec<String> = safetensors_files(folder, &listed)?
+        .into_iter()
+        .filter(|name| name == "model.safetensors" || shard_like(name))
+        .collect();
+    if !unlisted.is_empty() {
+        return Err(Error::usage(format!(
+            "{folder_shown} holds {} that {shown} does not list: remove what does not belong or fix the index",
+            names_shown(&unlisted)
+        )));
+    }
     let mut total = Summary::default();
-    let mut seen: BTreeMap<String, String> = BTreeMap::new();
-    for (file, listed) in shards {
+    let mut header_bytes: u64 = 0;
+    for (file, tensors) in &shards {
         let path = folder.join(file);
         // A directory, a FIFO or a dangling link of that name is there: read_file says what
         // is wrong with it.
         if !present(&path)? {
             return Err(Error::usage(format!(
-                "{shown} names shard \"{}\", which is not in {}",
-                crate::text::excerpt(file),
-                crate::text::one_line(&folder.display().to_string())
+                "{shown} names shard \"{}\", which is not in {folder_shown}",
+                crate::text::excerpt(file)
             )));
         }
-        let (summary, names) = read_file(&path)?;
-        for tensor in &listed {
+        let share = tensors.iter().fold(HEADER_BYTES_PER_SHARD, |sum, t| {
+            sum.saturating_add(t.len() as u64 + HEADER_BYTES_PER_TENSOR)
+        });
+        let left = folder_limit.saturating_sub(header_bytes);
+        let (summary, names) = read_file(&path, share.min(left)).map_err(|e| {
+            if let Error::Usage(m) = &e {
+                if m.ends_with(OVER_BUDGET) {
+                    return Error::usage(format!(
+                        "{m}: the index puts {} tensors in it, which need at most {share} bytes, and the folder's headers may take {folder_limit} bytes in all ({header_bytes} read before it)",
+                        tensors.len()
+                    ));
+                }
+            }
+            e
+        })?;
+        header_bytes += summary.header_bytes;
+        for tensor in tensors {
             if !names.contains(*tensor) {
                 return Err(Error::usage(format!(
                     "{shown} puts tensor \"{}\" in {}, whose header does not have it",
@@ -190,20 +344,24 @@ pub fn read_index(index: &Path) -> Result<Summary> {
                 )));
             }
         }
-        for name in names {
-            if let Some(first) = seen.insert(name.clone(), file.to_string()) {
-                return Err(Error::usage(format!(
-                    "tensor \"{}\" is in two shards: {} and {}",
-                    crate::text::excerpt(&name),
-                    crate::text::excerpt(&first),
-                    crate::text::excerpt(file)
-                )));
-            }
+        if let Some(extra) = names.iter().find(|n| !tensors.contains(n.as_str())) {
+            let elsewhere = match map.get(extra).and_then(Value::as_str) {
+                Some(other) => format!("puts it in {}", crate::text::excerpt(other)),
+                None => "does not name it".to_string(),
+            };
+            return Err(Error::usage(format!(
+                "{} holds tensor \"{}\" but {shown} {elsewhere}",
+                crate::text::excerpt(file),
+                crate::text::excerpt(extra)
+            )));
         }
         total.add(summary)?;
     }
     Ok(total)
 }
+
+/// How a refusal by [`read_file`] for a header over its budget ends.
+const OVER_BUDGET: &str = "more than lab plan reads for it";
 
 /// Refuses a path that is not a regular file (a FIFO would block `open`, a device never ends).
 ///
@@ -230,12 +388,13 @@ fn regular_file(path: &Path, shown: &str) -> Result<()> {
     }
 }
 
-/// Reads the header of one safetensors file: its summary and its tensor names.
+/// Reads the header of one safetensors file, at most `max_header` bytes of it: its summary
+/// and its tensor names.
 ///
 /// # Errors
-/// As [`parse_header`], prefixed with the file name; [`Error::Runtime`] when the file cannot
-/// be opened or read.
-pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
+/// As [`parse_header`], prefixed with the file name; a header over `max_header` bytes
+/// (checked before it is read); [`Error::Runtime`] when the file cannot be opened or read.
+pub fn read_file(path: &Path, max_header: u64) -> Result<(Summary, BTreeSet<String>)> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
     regular_file(path, &shown)?;
@@ -250,6 +409,11 @@ pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     file.read_exact(&mut prefix).map_err(cannot)?;
     let n = u64::from_le_bytes(prefix);
     check_length(n, file_len).map_err(|e| Error::usage(format!("{shown}: {e}")))?;
+    if n > max_header {
+        return Err(Error::usage(format!(
+            "{shown}: safetensors header of {n} bytes, {OVER_BUDGET}"
+        )));
+    }
     let header = crate::input::prefix(&mut file, n).map_err(cannot)?;
     if header.len() as u64 != n {
         return Err(Error::usage(format!(
@@ -259,6 +423,7 @@ pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     }
     let (mut summary, names) = parse_header(&header, file_len - 8 - n)
         .map_err(|e| Error::usage(format!("{shown}: {e}")))?;
+    summary.header_bytes = n;
     summary.files.push(
         path.file_name()
             .map(|f| f.to_string_lossy().into_owned())
@@ -314,9 +479,11 @@ pub fn parse_header(
     let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
     for (name, entry) in &map {
         if name == "__metadata__" {
-            let ok = entry
-                .as_object()
-                .is_some_and(|m| m.values().all(Value::is_string));
+            // The reference reads it as `Option<HashMap<String, String>>`: null is none.
+            let ok = entry.is_null()
+                || entry
+                    .as_object()
+                    .is_some_and(|m| m.values().all(Value::is_string));
             if !ok {
                 return Err("__metadata__ must be an object of strings".to_string());
             }
@@ -386,18 +553,44 @@ pub fn parse_header(
             .entry(dtype.to_string())
             .or_default() += elements;
     }
+    contiguous(ranges, data_len)?;
+    Ok((summary, names))
+}
+
+/// The reference library's layout rule (`safetensors/src/tensor.rs`, `Metadata::validate`
+/// and `SafeTensors::read_metadata`): sorted by `data_offsets`, the first tensor begins at 0,
+/// each begins where the one before ends, and the last ends where the file ends
+/// (`InvalidOffset`, `MetadataIncompleteBuffer`). So no overlap, no gap, no trailing data;
+/// empty tensors may share an offset.
+fn contiguous(mut ranges: Vec<(u64, u64, &str)>, data_len: u64) -> std::result::Result<(), String> {
     ranges.sort_unstable();
-    for pair in ranges.windows(2) {
-        let ((_, end_a, a), (begin_b, _, b)) = (pair[0], pair[1]);
-        if begin_b < end_a {
+    let mut end = 0u64;
+    let mut before: Option<&str> = None;
+    for (begin, stop, name) in ranges {
+        if begin < end {
             return Err(format!(
                 "tensors \"{}\" and \"{}\" overlap in the data (corrupt header)",
-                crate::text::excerpt(a),
-                crate::text::excerpt(b)
+                crate::text::excerpt(before.unwrap_or_default()),
+                crate::text::excerpt(name)
             ));
         }
+        if begin > end {
+            return Err(format!(
+                "{} unused bytes before tensor \"{}\" (data_offsets begin at {begin}, the data before ends at {end}); the safetensors library refuses gaps",
+                begin - end,
+                crate::text::excerpt(name)
+            ));
+        }
+        end = stop;
+        before = Some(name);
     }
-    Ok((summary, names))
+    if end != data_len {
+        return Err(format!(
+            "{} bytes of data past the last tensor (the tensors end at {end} of {data_len}); the safetensors library refuses a file longer than its tensors",
+            data_len - end
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -472,6 +665,153 @@ mod tests {
         }
     }
 
+    /// The layout class of the reference library: every way the ranges can fail to tile the
+    /// data is refused, every tiling accepted (in any key order, empty tensors anywhere).
+    #[test]
+    fn ranges_must_tile_the_data_as_the_reference_requires() {
+        let t = |name: &str, begin: u64, end: u64| {
+            format!(
+                r#""{name}":{{"dtype":"U8","shape":[{}],"data_offsets":[{begin},{end}]}}"#,
+                end - begin
+            )
+        };
+        let refused = [
+            (vec![t("a", 1, 3)], 3, "1 unused bytes before tensor \"a\""),
+            (
+                vec![t("a", 0, 2), t("b", 4, 6)],
+                6,
+                "2 unused bytes before tensor \"b\"",
+            ),
+            (
+                vec![t("a", 0, 2)],
+                5,
+                "3 bytes of data past the last tensor",
+            ),
+            (vec![], 1, "1 bytes of data past the last tensor"),
+            (
+                vec![t("a", 0, 4), t("b", 2, 6)],
+                6,
+                "\"a\" and \"b\" overlap",
+            ),
+            (vec![t("b", 0, 4), t("a", 0, 4)], 8, "overlap"),
+        ];
+        for (entries, data_len, needle) in refused {
+            let header = format!("{{{}}}", entries.join(","));
+            let e = parse_header(header.as_bytes(), data_len).unwrap_err();
+            assert!(e.contains(needle), "{header}: {e}");
+        }
+        let accepted = [
+            (vec![], 0),
+            (vec![t("z", 0, 2), t("a", 2, 5)], 5),
+            (vec![t("b", 3, 5), t("a", 0, 3)], 5),
+            (
+                vec![t("e", 0, 0), t("f", 0, 0), t("a", 0, 1), t("g", 1, 1)],
+                1,
+            ),
+        ];
+        for (entries, data_len) in accepted {
+            let header = format!("{{{}}}", entries.join(","));
+            let (s, _) = parse_header(header.as_bytes(), data_len).unwrap();
+            assert_eq!(s.data_bytes, data_len, "{header}");
+        }
+    }
+
+    /// The folder's header budget counts every shard: two shards within their own shares
+    /// but over the folder's limit together are refused at the second, before it is read.
+    #[test]
+    fn the_folder_limit_spans_the_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = |name: &str| {
+            file_bytes(
+                &format!(r#"{{"{name}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#),
+                1,
+            )
+        };
+        let a = one("a");
+        std::fs::write(dir.path().join("a.safetensors"), &a).unwrap();
+        std::fs::write(dir.path().join("b.safetensors"), one("b")).unwrap();
+        let index = dir.path().join("model.safetensors.index.json");
+        std::fs::write(
+            &index,
+            r#"{"weight_map":{"a":"a.safetensors","b":"b.safetensors"}}"#,
+        )
+        .unwrap();
+        let header = a.len() as u64 - 9;
+        assert_eq!(
+            read_index_within(&index, 2 * header).unwrap().header_bytes,
+            2 * header
+        );
+        let e = read_index_within(&index, 2 * header - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.safetensors: safetensors header of"), "{e}");
+        assert!(e.contains(&format!("({header} read before it)")), "{e}");
+    }
+
+    /// Every kind of shard name that is not a plain `.safetensors` file next to the index.
+    #[test]
+    fn shard_names_are_plain_safetensors_file_names() {
+        let bad = [
+            ("", "empty"),
+            ("a\0.safetensors", "NUL"),
+            ("\0", "NUL"),
+            ("/etc/x.safetensors", "a path"),
+            ("/", "a path"),
+            ("sub/x.safetensors", "a path"),
+            ("..\\x.safetensors", "a path"),
+            ("C:\\x.safetensors", "a path"),
+            ("../x.safetensors", "a path"),
+            ("..", "not a file name"),
+            (".", "not a file name"),
+            (".safetensors", "not a .safetensors"),
+            ("config.json", "not a .safetensors"),
+            ("x.safetensors.index.json", "not a .safetensors"),
+        ];
+        for (name, needle) in bad {
+            let problem = shard_name_problem(name).unwrap_or_default();
+            assert!(problem.contains(needle), "{name:?}: {problem:?}");
+        }
+        for good in [
+            "model-00001-of-00002.safetensors",
+            "é.safetensors",
+            "..x.safetensors",
+        ] {
+            assert_eq!(shard_name_problem(good), None, "{good}");
+        }
+        for like in ["model-00001-of-00002.safetensors", "x-1-of-1.safetensors"] {
+            assert!(shard_like(like), "{like}");
+        }
+        for unlike in [
+            "consolidated.safetensors",
+            "adapter_model.safetensors",
+            "-1-of-2.safetensors",
+            "model-a-of-2.safetensors",
+            "model-1-of-.safetensors",
+            "model-00001-of-00002.bin",
+        ] {
+            assert!(!shard_like(unlike), "{unlike}");
+        }
+    }
+
+    /// `__metadata__` as the reference reads it: absent, null or an object of strings.
+    #[test]
+    fn metadata_may_be_null() {
+        for metadata in [r#""__metadata__":null,"#, r#""__metadata__":{},"#, ""] {
+            let header =
+                format!(r#"{{{metadata}"a":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}}}"#);
+            assert_eq!(
+                parse_header(header.as_bytes(), 1).unwrap().0.tensors,
+                1,
+                "{header}"
+            );
+        }
+        for metadata in ["[]", "1", r#""pt""#, r#"{"a":null}"#] {
+            let header = format!(r#"{{"__metadata__":{metadata}}}"#);
+            let e = parse_header(header.as_bytes(), 0).unwrap_err();
+            assert!(e.contains("object of strings"), "{header}: {e}");
+        }
+    }
+
     #[test]
     fn lengths_past_the_file_or_the_limit_are_refused() {
         assert!(check_length(100, 50).unwrap_err().contains("does not fit"));
@@ -487,13 +827,13 @@ mod tests {
             4,
         );
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_file(&path).unwrap().0.elements, 4);
+        assert_eq!(read_file(&path, MAX_HEADER_BYTES).unwrap().0.elements, 4);
         bytes.truncate(bytes.len() - 10);
         std::fs::write(&path, &bytes).unwrap();
-        let e = read_file(&path).unwrap_err();
+        let e = read_file(&path, MAX_HEADER_BYTES).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         std::fs::write(&path, [1u8, 2, 3]).unwrap();
-        assert!(read_file(&path)
+        assert!(read_file(&path, MAX_HEADER_BYTES)
             .unwrap_err()
             .to_string()
             .contains("truncated"));
@@ -520,7 +860,7 @@ mod tests {
             let text = serde_json::to_string(&map).unwrap();
             match parse_header(text.as_bytes(), data_len) {
                 Ok((s, _)) => {
-                    prop_assert!(s.data_bytes <= data_len);
+                    prop_assert_eq!(s.data_bytes, data_len);
                     prop_assert_eq!(s.tensors as usize, entries.len());
                 }
                 Err(e) => prop_assert!(!e.contains('\n')),
@@ -535,7 +875,7 @@ mod tests {
             let mut bytes = prefix.to_le_bytes().to_vec();
             bytes.extend(body);
             std::fs::write(&path, &bytes).unwrap();
-            if let Err(e) = read_file(&path) {
+            if let Err(e) = read_file(&path, MAX_HEADER_BYTES) {
                 prop_assert_eq!(e.exit_code(), 2);
             }
         }

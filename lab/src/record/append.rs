@@ -77,7 +77,7 @@ fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
         return Err(Error::usage(format!(
             "--outcome must be one of {}, got '{}'",
             OUTCOMES.join(", "),
-            crate::text::one_line(input.outcome)
+            crate::text::excerpt(input.outcome)
         )));
     }
     for (column, value) in [
@@ -151,7 +151,8 @@ fn choose_run_id(
     let run_id = given.map_or_else(|| state.free_run_id(), str::to_string);
     if let Some(line) = state.line_of_run_id(&run_id) {
         return Err(Error::usage(format!(
-            "run_id '{run_id}' is already used on line {line} of {}; give another --run-id",
+            "run_id '{}' is already used on line {line} of {}; give another --run-id",
+            crate::text::excerpt(&run_id),
             grid.display()
         )));
     }

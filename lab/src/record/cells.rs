@@ -98,7 +98,8 @@ pub fn check_cell(column: &str, value: &str, numeric: bool) -> Result<()> {
 pub fn check_date_utc(text: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::usage(format!(
-            "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got '{text}' ({why})"
+            "--date-utc must be a real UTC time written like 2026-10-02T14:05:00Z, got '{}' ({why})",
+            crate::text::excerpt(text)
         )))
     };
     let b = text.as_bytes();
@@ -135,7 +136,12 @@ pub const FUTURE_TOLERANCE: time::Duration = time::Duration::hours(1);
 /// after `now`: the grid is append-only, so a mistyped year would stay in it for good.
 pub fn check_not_in_future(text: &str, now: time::OffsetDateTime) -> Result<()> {
     let date = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| Error::usage(format!("--date-utc '{text}' is not a date: {e}")))?;
+        .map_err(|e| {
+            Error::usage(format!(
+                "--date-utc '{}' is not a date: {e}",
+                crate::text::excerpt(text)
+            ))
+        })?;
     if date > now + FUTURE_TOLERANCE {
         return Err(Error::usage(format!(
             "--date-utc '{text}' is in the future (this machine's clock says {}); give the time \

@@ -287,10 +287,11 @@ fn refused(slot: &Slot, value: &str) -> bool {
     assert!(output.stdout.is_empty(), "{args:?}");
     assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
     assert!(
-        // The value is quoted as typed, hidden characters escaped (lab::text::one_line).
+        // The value is quoted as typed, hidden and non-ASCII characters escaped
+        // (lab::text::ascii), so that a look-alike digit shows as what it is.
         stderr.starts_with(&format!(
             "lab: error: invalid value '{}' {marker}",
-            lab::text::one_line(value)
+            lab::text::ascii(value)
         )),
         "{args:?}: {stderr}"
     );

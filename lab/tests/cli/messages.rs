@@ -74,15 +74,15 @@ fn clap_errors_escape_newlines_too() {
 }
 
 #[test]
-fn printable_text_is_left_alone() {
-    // Backslashes and non-ASCII letters are printed as typed.
+fn printable_ascii_is_left_alone_other_letters_escaped() {
+    // Backslashes are printed as typed; a non-ASCII letter in an identifier as its escape.
     usage_error(
         &["price", "--gpu", r"a\nb", "--days", "7", "--lots", "1"],
         r"'a\nb'",
     );
     usage_error(
         &["price", "--gpu", "h100é", "--days", "7", "--lots", "1"],
-        "h100é",
+        r"'h100\u{e9}'",
     );
 }
 

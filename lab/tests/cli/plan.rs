@@ -134,6 +134,14 @@ fn errors_are_one_line_exit_2() {
     bytes.extend_from_slice(b"{}");
     std::fs::write(d.join("model.safetensors"), &bytes).unwrap();
     check(d, "does not fit");
+    // Next to an index, model.safetensors is a file the index does not list.
+    std::fs::write(
+        d.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"b.safetensors"}}"#,
+    )
+    .unwrap();
+    check(d, "\"model.safetensors\" that");
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
     std::fs::write(
         d.join("model.safetensors.index.json"),
         r#"{"weight_map":{"a":"model-00001-of-00002.safetensors"}}"#,
@@ -145,7 +153,7 @@ fn errors_are_one_line_exit_2() {
         r#"{"weight_map":{"a":"../x.safetensors"}}"#,
     )
     .unwrap();
-    check(d, "plain file name");
+    check(d, "is a path");
     for args in [
         vec!["--batch", "0"],
         vec!["--context", "1e3"],
@@ -472,13 +480,14 @@ fn partial_and_pre_quantized_checkpoints() {
         &d.join("model.safetensors"),
         &[
             ("model.embed_tokens.weight", "F16", &[128, 64]),
-            ("model.layers.0.mlp.down_proj.qweight", "I32", &[16, 64]),
+            // Enough packed bytes for the config's matrices at 4 bits (plan::quantization).
+            ("model.layers.0.mlp.down_proj.qweight", "I32", &[72, 160]),
             ("model.layers.0.mlp.down_proj.scales", "F16", &[1, 64]),
         ],
     );
     let p = plan_json(&["--model", d.to_str().unwrap()]);
     assert_eq!(p["parameters"], 90432);
-    assert_eq!(p["headers"]["elements"], 128 * 64 + 16 * 64 + 64);
+    assert_eq!(p["headers"]["elements"], 128 * 64 + 72 * 160 + 64);
     assert!(p["notes"][0]
         .as_str()
         .unwrap()
@@ -735,6 +744,7 @@ fn messages_name_the_file_once_and_cut_long_values() {
         .unwrap();
     assert!(made.success());
     refused(dir.path(), &[], 2, "b.safetensors is not a regular file");
+    std::fs::remove_file(dir.path().join("b.safetensors")).unwrap();
     // A long shard name that is not there: cut.
     let name = format!("{}.safetensors", "s".repeat(100_000));
     std::fs::write(
@@ -813,6 +823,7 @@ fn duplicate_keys_are_refused_and_a_bom_accepted_in_every_json_file() {
     refused(dir.path(), &[], 2, "key \"weight_map\" is listed twice");
     // A header: a tensor twice (as before), or a field of one tensor twice.
     std::fs::remove_file(&index).unwrap();
+    std::fs::remove_file(dir.path().join("b.safetensors")).unwrap();
     let twice = r#"{"a":{"dtype":"BF16","dtype":"F32","shape":[2],"data_offsets":[0,4]}}"#;
     std::fs::write(dir.path().join("model.safetensors"), safetensors(twice, 8)).unwrap();
     refused(
