@@ -31,6 +31,7 @@ pub mod catalog;
 #[doc(hidden)]
 pub mod cli;
 pub mod compare;
+pub mod decoder;
 pub mod digest;
 pub mod document;
 pub mod environment;
