@@ -40,6 +40,7 @@ pub mod estimate;
 pub mod fleet;
 pub mod kit;
 pub mod measure;
+pub mod measure_model;
 pub mod output;
 pub mod plan;
 pub mod pricing;
