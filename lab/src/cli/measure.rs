@@ -136,6 +136,17 @@ pub fn run(args: Args) -> lab::Result<()> {
     if args.model.is_some() {
         return run_model(args);
     }
+    let model_only = [
+        (args.random_weights, "--random-weights"),
+        (args.decode_graph, "--graph"),
+        (args.input_tokens.is_some(), "--input-tokens"),
+        (args.output_tokens.is_some(), "--output-tokens"),
+    ];
+    if let Some((_, flag)) = model_only.iter().find(|(given, _)| *given) {
+        return Err(Error::usage(format!(
+            "{flag} applies to lab measure --model DIR (a real decoder), not to the synthetic MLP"
+        )));
+    }
     let devices = &args.device;
     // Several GPUs: the flags are checked once, as for cuda:0, then given to each GPU.
     let first = match devices {

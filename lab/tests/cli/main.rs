@@ -7,6 +7,7 @@ mod estimate;
 mod flags;
 mod fleet;
 mod measure_guard;
+mod measure_model;
 mod messages;
 mod price;
 mod process;
