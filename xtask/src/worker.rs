@@ -250,3 +250,33 @@ pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
     }
     Ok(())
 }
+
+/// Pinned Python packages the numerics step adds to the torch venv.
+pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
+
+/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3) against
+/// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
+/// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
+/// same weights written to safetensors, logits compared within the tolerance per dtype).
+/// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned).
+pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
+    let built = build(&ctx.root, true)?;
+    let venv = venv(&ctx.root);
+    let marker = venv.join(".lab-numerics-requirements");
+    let requirements = ctx.root.join(NUMERICS_REQUIREMENTS);
+    let wanted = std::fs::read_to_string(&requirements)
+        .with_context(|| format!("{}: cannot read", requirements.display()))?;
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        let mut command = Command::new(venv.join("bin/pip"));
+        command.args(["install", "-q", "-r"]).arg(&requirements);
+        checked(command, "pip install the numerics requirements")?;
+        std::fs::write(&marker, &wanted)?;
+    }
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .arg(ctx.root.join("lab/tests/numerics/decoder_numerics.py"))
+        .arg(built.worker())
+        .env("LD_LIBRARY_PATH", built.libtorch.join("lib"))
+        .env("CUDA_VISIBLE_DEVICES", "");
+    checked(command, "decoder numerics against transformers")
+}
