@@ -386,5 +386,35 @@ pub fn encode(doc: &ModelDocument) -> Result<Vec<u8>> {
     Ok(text.into_bytes())
 }
 
+/// Whether `bytes` hold a JSON object whose `schema` is [`MODEL_SCHEMA_ID`] (what
+/// `lab report` uses to tell the two document kinds apart).
+pub fn is_model_document(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| {
+            v.get("schema")
+                .and_then(|s| s.as_str())
+                .map(|s| s == MODEL_SCHEMA_ID)
+        })
+        .unwrap_or(false)
+}
+
+/// Reads a model-measurement document: JSON of the right shape and schema, rows checked.
+///
+/// # Errors
+/// One line naming the problem.
+pub fn parse(bytes: &[u8]) -> std::result::Result<ModelDocument, String> {
+    let doc: ModelDocument = serde_json::from_slice(bytes)
+        .map_err(|e| format!("not a model-measurement document: {e}"))?;
+    if doc.schema != MODEL_SCHEMA_ID {
+        return Err(format!(
+            "schema is {:?}, expected {MODEL_SCHEMA_ID}",
+            doc.schema
+        ));
+    }
+    model_run::check_rows(&doc)?;
+    Ok(doc)
+}
+
 #[cfg(test)]
 mod tests;

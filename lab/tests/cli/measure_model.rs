@@ -311,3 +311,60 @@ fn a_worker_answer_becomes_a_document_valid_against_its_schema_with_the_predicti
         .remove("config_sha256");
     assert!(!validator.is_valid(&broken));
 }
+
+#[test]
+fn lab_report_shows_the_prediction_beside_the_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "ok", "", &fake_model_measurement(false), 0);
+    let a = args(&model("llama-3.2-1b"), &out, &worker, &["--random-weights"]);
+    assert!(lab().args(&a).output().unwrap().status.success());
+    let report = lab()
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(
+        text.contains("weights_allocated_bytes  predicted"),
+        "{text}"
+    );
+    assert!(text.contains("measured        1000000 B"), "{text}");
+    assert!(
+        text.contains("eager decode: median 500.0 µs per step"),
+        "{text}"
+    );
+    // Mixed kinds are refused; --svg is not drawn for a model measurement.
+    let synthetic = dir.path().join("s.json");
+    std::fs::write(&synthetic, super::support::fake_measurement()).unwrap();
+    let mixed = lab()
+        .args(["report", out.to_str().unwrap(), synthetic.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(mixed.status.code(), Some(2));
+    let svg = lab()
+        .args([
+            "report",
+            out.to_str().unwrap(),
+            "--svg",
+            dir.path().join("c.svg").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(svg.status.code(), Some(2));
+    // A model document whose rows do not match its workload is refused by name.
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    doc["workload"]["repeats"] = 5.into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let r = lab()
+        .args(["report", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("warm_prefill rows"));
+}
