@@ -1,5 +1,5 @@
 //! `lab measure --model`: one real decoder measured through the worker
-//! (`docs/PROTOCOL.md §4.8`), with `lab plan`'s memory figures for the same workload beside
+//! (`docs/PROTOCOL.md §4.9`), with `lab plan`'s memory figures for the same workload beside
 //! the measured ones.
 //!
 //! Every check that needs no GPU runs before the worker starts (exit 2, nothing written):

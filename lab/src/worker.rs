@@ -49,7 +49,7 @@ pub enum WorkerRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         graph_replays: Option<u64>,
     },
-    /// Run a real decoder by the model-measurement phases (`docs/PROTOCOL.md §4.8`).
+    /// Run a real decoder by the model-measurement phases (`docs/PROTOCOL.md §4.9`).
     MeasureModel {
         /// What to run (validated by `lab`); boxed, the request enum stays small.
         run: Box<ModelRun>,

@@ -1,5 +1,5 @@
 //! The model-measurement document, schema `iteragpu-lab/model-measurement/v1`
-//! (`lab/schema/model-measurement.schema.json`; `docs/PROTOCOL.md §4.8`): what
+//! (`lab/schema/model-measurement.schema.json`; `docs/PROTOCOL.md §4.9`): what
 //! `lab measure --model` writes.
 //!
 //! A sibling of the synthetic measurement (`iteragpu-lab/measurement/v1`), not an extension

@@ -1,4 +1,4 @@
-//! The model-measurement phases (`docs/PROTOCOL.md §4.8`) and the test-only CPU logits probe.
+//! The model-measurement phases (`docs/PROTOCOL.md §4.9`) and the test-only CPU logits probe.
 //!
 //! Each row is one protocol step as in §4.2: synchronize, baseline counters, reset the peaks,
 //! start event, work, end event, synchronize, wall time, end and peak counters. The step's
