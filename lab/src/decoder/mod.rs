@@ -251,7 +251,7 @@ pub fn from_config(text: &str) -> Result<DecoderSpec> {
         initializer_range,
         tensors: Vec::new(),
     };
-    if spec.head_dim % 2 != 0 {
+    if !spec.head_dim.is_multiple_of(2) {
         return Err(Error::usage(format!(
             "config.json: head_dim {} is odd; the rotary embedding needs an even width",
             spec.head_dim
