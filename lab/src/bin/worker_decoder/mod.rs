@@ -476,11 +476,6 @@ impl Decoder {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         x.f_linear(head, None::<Tensor>).map_err(err)
     }
-
-    /// The device and element kind.
-    pub fn placement(&self) -> (Device, Kind) {
-        (self.device, self.kind)
-    }
 }
 
 /// The static KV cache: per layer keys and values `[batch, kv_heads, context, head_dim]`,

@@ -159,10 +159,14 @@ pub fn measure(run: &ModelRun) -> Result<Vec<ModelPhaseRow>, ModelFailure> {
         phase: ModelPhase::Decode.as_str(),
         message: m,
     })?;
-    let start_ids = state.ids.f_clone().map_err(err).map_err(|m| ModelFailure {
-        phase: ModelPhase::Decode.as_str(),
-        message: m,
-    })?;
+    let start_ids = state
+        .ids
+        .f_detach_copy()
+        .map_err(err)
+        .map_err(|m| ModelFailure {
+            phase: ModelPhase::Decode.as_str(),
+            message: m,
+        })?;
     drop(last_logits);
     let mut out = None;
     for step in 1..=w.output_tokens {
