@@ -6,7 +6,9 @@ parameter a seeded random value (norm weights around 1, biases non-zero, so that
 of the forward shows), save it with `save_pretrained` (config.json + model.safetensors), ask
 `lab-torch-worker` for its logits on that folder through the test-only `cpu_logits` request
 (prefill of a prompt, then decode steps one token at a time through the static KV cache),
-and compare with transformers' logits of the whole sequence in one forward.
+and compare with transformers' logits of the whole sequence in one forward. Negative
+controls (a feature removed from the saved config after transformers ran) must fail by a wide
+margin, so that a comparison blind to that feature would be noticed.
 
 Tolerance, per dtype, on max|ours - theirs| / max|theirs| over all logits:
 float32 1e-4 (reordered float32 sums); bfloat16 3e-2 (8-bit mantissa: both sides round every
@@ -92,6 +94,18 @@ CASES = {
 
 BATCH, PROMPT, STEPS = 2, 7, 4
 
+# Negative controls (float32): the saved config.json is changed after transformers computed
+# its logits, so the worker runs another architecture; each must then be far outside the
+# tolerance, which shows the comparison sees that feature.
+CONTROLS = {
+    "mistral-sliding-window": ("sliding window removed", lambda c: c.update(sliding_window=None)),
+    "llama-llama3-rope-biases": (
+        "llama3 rope scaling dropped",
+        lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+    ),
+    "qwen3-qk-norm": ("rms_norm_eps x 1e5", lambda c: c.update(rms_norm_eps=0.1)),
+}
+
 
 def randomise(model, seed):
     g = torch.Generator().manual_seed(seed)
@@ -103,7 +117,7 @@ def randomise(model, seed):
             p.copy_(noise)
 
 
-def run_case(worker, name, overrides, dtype, seed):
+def run_case(worker, name, overrides, dtype, seed, control=None):
     fields = dict(BASE)
     fields.update(overrides)
     model_type = fields.pop("model_type")
@@ -121,6 +135,11 @@ def run_case(worker, name, overrides, dtype, seed):
         theirs = model(tokens).logits.float()
     with tempfile.TemporaryDirectory(prefix="lab-numerics-") as folder:
         model.save_pretrained(folder, safe_serialization=True)
+        if control is not None:
+            path = os.path.join(folder, "config.json")
+            saved = json.load(open(path))
+            control[1](saved)
+            json.dump(saved, open(path, "w"))
         probe = {
             "model": folder,
             "dtype": dtype,
@@ -144,6 +163,13 @@ def run_case(worker, name, overrides, dtype, seed):
     ours = torch.cat([prefill, steps], dim=1)
     scale = theirs.abs().max().item()
     error = (ours - theirs).abs().max().item() / scale
+    if control is not None:
+        ok = error > 10 * TOLERANCE[dtype]
+        print(
+            f"{'ok  ' if ok else 'FAIL'} {name:<28} control ({control[0]}): max relative "
+            f"error {error:.2e}, must exceed {10 * TOLERANCE[dtype]:.0e}"
+        )
+        return ok
     ok = error <= TOLERANCE[dtype]
     print(
         f"{'ok  ' if ok else 'FAIL'} {name:<28} {dtype:<9} max relative error {error:.2e} "
@@ -162,6 +188,10 @@ def main():
     for i, (name, overrides) in enumerate(CASES.items()):
         for dtype in ("float32", "bfloat16"):
             results.append(run_case(worker, name, overrides, dtype, seed=100 + i))
+        if name in CONTROLS:
+            results.append(
+                run_case(worker, name, overrides, "float32", 100 + i, control=CONTROLS[name])
+            )
     if not all(results):
         raise SystemExit(f"{results.count(False)} case(s) outside tolerance")
 
