@@ -88,6 +88,10 @@ pub struct LogitsProbe {
     pub prompt: Vec<Vec<i64>>,
     /// Decode steps after the prompt: per step, one token id per sequence.
     pub steps: Vec<Vec<i64>>,
+    /// Then this many greedy tokens per sequence, chosen by the worker's own decode step (the
+    /// one `lab measure --model` times and captures), from the last step's logits on.
+    #[serde(default)]
+    pub greedy: u64,
 }
 
 /// The probe's answer: logits as float32, sequence-major.
@@ -99,6 +103,9 @@ pub struct Logits {
     pub prefill: Vec<f32>,
     /// Per decode step `[batch, vocab]`, flattened.
     pub steps: Vec<Vec<f32>>,
+    /// `[batch][greedy]`: the greedy tokens.
+    #[serde(default)]
+    pub greedy_tokens: Vec<Vec<i64>>,
 }
 
 /// The measured rows of a decoder run.

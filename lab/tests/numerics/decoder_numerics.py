@@ -93,6 +93,9 @@ CASES = {
 }
 
 BATCH, PROMPT, STEPS = 2, 7, 4
+# Greedy tokens chosen by the worker's own in-place decode step (float32), against
+# transformers' greedy `generate` from the same sequence.
+GREEDY = 6
 
 # Negative controls (float32): the saved config.json is changed after transformers computed
 # its logits, so the worker runs another architecture; each must then be far outside the
@@ -133,6 +136,11 @@ def run_case(worker, name, overrides, dtype, seed, control=None):
     tokens = torch.randint(0, fields["vocab_size"], (BATCH, PROMPT + STEPS), generator=g)
     with torch.no_grad():
         theirs = model(tokens).logits.float()
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
+        generated = model.generate(
+            tokens, max_new_tokens=GREEDY, do_sample=False, attention_mask=torch.ones_like(tokens)
+        )[:, PROMPT + STEPS :].tolist()
     with tempfile.TemporaryDirectory(prefix="lab-numerics-") as folder:
         model.save_pretrained(folder, safe_serialization=True)
         if control is not None:
@@ -145,6 +153,7 @@ def run_case(worker, name, overrides, dtype, seed, control=None):
             "dtype": dtype,
             "prompt": tokens[:, :PROMPT].tolist(),
             "steps": [tokens[:, PROMPT + s].tolist() for s in range(STEPS)],
+            "greedy": GREEDY if dtype == "float32" and control is None else 0,
         }
         request = json.dumps({"command": "cpu_logits", "probe": probe})
         done = subprocess.run(
@@ -171,6 +180,14 @@ def run_case(worker, name, overrides, dtype, seed, control=None):
         )
         return ok
     ok = error <= TOLERANCE[dtype]
+    if dtype == "float32":
+        same = logits["greedy_tokens"] == generated
+        ok = ok and same
+        print(
+            f"{'ok  ' if same else 'FAIL'} {name:<28} {dtype:<9} greedy decode: {GREEDY} tokens "
+            f"per sequence {'equal' if same else 'differ'} (ours {logits['greedy_tokens']}, "
+            f"transformers {generated})"
+        )
     print(
         f"{'ok  ' if ok else 'FAIL'} {name:<28} {dtype:<9} max relative error {error:.2e} "
         f"(tolerance {TOLERANCE[dtype]:.0e}; logits up to {scale:.3f}; "

@@ -258,7 +258,7 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
         .map_err(err)?
         .f_view([batch, t])
         .map_err(err)?;
-    let context = (t as u64) + probe.steps.len() as u64;
+    let context = (t as u64) + probe.steps.len() as u64 + probe.greedy.saturating_sub(1);
     let mut cache = Cache::new(&model, batch as u64, context)?;
     let positions = Tensor::f_arange(t, (Kind::Int64, Device::Cpu)).map_err(err)?;
     let to_vec = |x: &Tensor| -> Step<Vec<f32>> {
@@ -274,17 +274,41 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
     };
     let prefill = to_vec(&model.forward(&ids, &positions, &mut cache, true)?)?;
     let mut steps = Vec::new();
+    let mut last = None;
     for (s, tokens) in probe.steps.iter().enumerate() {
         let ids = Tensor::f_from_slice(tokens)
             .map_err(err)?
             .f_view([batch, 1])
             .map_err(err)?;
         let position = Tensor::f_from_slice(&[t + s as i64]).map_err(err)?;
-        steps.push(to_vec(&model.forward(&ids, &position, &mut cache, false)?)?);
+        let logits = model.forward(&ids, &position, &mut cache, false)?;
+        steps.push(to_vec(&logits)?);
+        last = Some(logits);
+    }
+    let mut greedy_tokens = vec![Vec::new(); batch as usize];
+    if let (Some(logits), true) = (last, probe.greedy > 0) {
+        let mut state = DecodeState {
+            ids: logits.f_argmax(-1, false).map_err(err)?,
+            position: Tensor::f_from_slice(&[t + probe.steps.len() as i64]).map_err(err)?,
+        };
+        for g in 0..probe.greedy {
+            if g > 0 {
+                drop(state.step(&model, &mut cache)?);
+            }
+            let mut ids = vec![0i64; batch as usize];
+            state
+                .ids
+                .f_copy_data(&mut ids, batch as usize)
+                .map_err(err)?;
+            for (seq, id) in greedy_tokens.iter_mut().zip(ids) {
+                seq.push(id);
+            }
+        }
     }
     Ok(Logits {
         vocab: spec.vocab,
         prefill,
         steps,
+        greedy_tokens,
     })
 }
