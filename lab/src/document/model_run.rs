@@ -22,9 +22,11 @@ pub const MODEL_SCHEMA_ID: &str = "iteragpu-lab/model-measurement/v1";
 pub enum ModelPhase {
     /// The weights, one tensor at a time in materialisation order, and the rotary buffers.
     ModelLoad,
-    /// The prompt token ids on the GPU (seeded random ids below the vocabulary).
+    /// The prompt token ids on the GPU (seeded random ids below the vocabulary), the prompt
+    /// positions and the key positions of the cache (int64).
     Inputs,
-    /// The static KV cache for the whole context, allocated once (zeros).
+    /// The static KV cache for the whole context, allocated once (zeros): the keys and values
+    /// only, what `lab plan` counts as `kv_cache_bytes`.
     KvCache,
     /// The first prefill of the prompt.
     ColdPrefill,

@@ -488,8 +488,10 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Allocates the cache for `batch` sequences of `context` positions.
-    pub fn new(model: &Decoder, batch: u64, context: u64) -> Step<Self> {
+    /// Allocates the cache for `batch` sequences of `context` positions; `kv_index` is
+    /// `0..context` on the device (made by the caller beside the inputs, so that the cache's
+    /// own step allocates the keys and values only, what `lab plan` counts).
+    pub fn new(model: &Decoder, batch: u64, context: u64, kv_index: Tensor) -> Step<Self> {
         let s = &model.spec;
         let shape = [
             dim(batch)?,
@@ -503,7 +505,6 @@ impl Cache {
             keys.push(Tensor::f_zeros(shape, (model.kind, model.device)).map_err(err)?);
             values.push(Tensor::f_zeros(shape, (model.kind, model.device)).map_err(err)?);
         }
-        let kv_index = Tensor::f_arange(dim(context)?, (Kind::Int64, model.device)).map_err(err)?;
         Ok(Cache {
             keys,
             values,

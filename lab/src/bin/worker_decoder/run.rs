@@ -104,12 +104,14 @@ pub fn measure(run: &ModelRun) -> Result<Vec<ModelPhaseRow>, ModelFailure> {
     let (r, prompt) = row(dev, ModelPhase::Inputs, None, 0, || {
         let ids = Tensor::f_randint(vocab, [batch, input], (Kind::Int64, device)).map_err(err)?;
         let positions = Tensor::f_arange(input, (Kind::Int64, device)).map_err(err)?;
-        Ok((ids, positions))
+        let context = i64::try_from(w.context).map_err(|e| e.to_string())?;
+        let kv_index = Tensor::f_arange(context, (Kind::Int64, device)).map_err(err)?;
+        Ok((ids, positions, kv_index))
     })?;
     rows.push(r);
-    let (ids, positions) = prompt;
+    let (ids, positions, kv_index) = prompt;
     let (r, mut cache) = row(dev, ModelPhase::KvCache, None, 0, || {
-        Cache::new(&model, w.batch, w.context)
+        Cache::new(&model, w.batch, w.context, kv_index)
     })?;
     rows.push(r);
     let prefill = |cache: &mut Cache| model.forward(&ids, &positions, cache, false);
@@ -259,7 +261,8 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
         .f_view([batch, t])
         .map_err(err)?;
     let context = (t as u64) + probe.steps.len() as u64 + probe.greedy.saturating_sub(1);
-    let mut cache = Cache::new(&model, batch as u64, context)?;
+    let kv_index = Tensor::f_arange(context as i64, (Kind::Int64, Device::Cpu)).map_err(err)?;
+    let mut cache = Cache::new(&model, batch as u64, context, kv_index)?;
     let positions = Tensor::f_arange(t, (Kind::Int64, Device::Cpu)).map_err(err)?;
     let to_vec = |x: &Tensor| -> Step<Vec<f32>> {
         let x = x
