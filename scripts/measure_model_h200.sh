@@ -87,46 +87,62 @@ def event_time(fn):
     s.record(); r = fn(); e.record(); torch.cuda.synchronize()
     return s.elapsed_time(e) / 1e3, r
 
+def set_position(cache, n):
+    """Every layer's write position at token n: transformers 5.17's StaticCache keeps its own
+    write position (`cumulative_length`) beside `cache_position`, so it is set before each step
+    (as scripts/time_validate_h200.py does; run1 of examples/h200/measure-model overflowed
+    the cache without it)."""
+    for layer in cache.layers:
+        if getattr(layer, "is_initialized", False) and isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+            layer.cumulative_length.fill_(n)
+        if hasattr(layer, "cumulative_length_int"):
+            layer.cumulative_length_int = n
+
 with torch.inference_mode():
     pos = torch.arange(n_in, device=dev)
     for _ in range(3):
-        cache.reset()
+        set_position(cache, 0)
         t_prefill, logits = event_time(lambda: model(ids, cache_position=pos, past_key_values=cache, use_cache=True).logits[:, -1:])
     tok = logits.argmax(-1)
-    first = tok.clone()
-    step_pos = torch.tensor([n_in], device=dev)
+    # Every decode step at the last position (context - 1): the whole static cache is read,
+    # as lab's masked attention reads it at every step.
+    last = n_in + n_out - 1
+    step_pos = torch.tensor([last], device=dev)
+    position_ids = torch.full((batch, 1), last, device=dev, dtype=torch.long)
+    def step():
+        return model(input_ids=tok, position_ids=position_ids, cache_position=step_pos,
+                     past_key_values=cache, use_cache=True).logits
     eager = []
     for i in range(n_out):
-        t, logits = event_time(lambda: model(tok, cache_position=step_pos, past_key_values=cache, use_cache=True).logits)
+        set_position(cache, last)
+        t, _ = event_time(step)
         eager.append(t)
-        tok.copy_(logits.argmax(-1)); step_pos.add_(1)
     # CUDA graph of one decode step (warm-up on a side stream, as PyTorch documents).
-    tok.copy_(first); step_pos.fill_(n_in)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            model(tok, cache_position=step_pos, past_key_values=cache, use_cache=True)
+            set_position(cache, last)
+            step()
     torch.cuda.current_stream().wait_stream(side)
+    set_position(cache, last)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        static_logits = model(tok, cache_position=step_pos, past_key_values=cache, use_cache=True).logits
-        tok.copy_(static_logits.argmax(-1)); step_pos.add_(1)
-    tok.copy_(first); step_pos.fill_(n_in)
+        static_logits = step()
     replays = []
     for i in range(n_out):
+        set_position(cache, last)  # outside the timed region
         t, _ = event_time(graph.replay)
         replays.append(t)
 
 kv_per_pos = 2 * config.num_hidden_layers * config.num_key_value_heads * (config.hidden_size // config.num_attention_heads) * 2 * batch
-mid = n_in + n_out // 2
 median_graph = statistics.median(replays)
 bytes_read = weights_bytes + kv_per_pos * (n_in + n_out)  # static cache: every step reads the whole cache
 result = {
     "transformers": __import__("transformers").__version__, "torch": torch.__version__,
     "device": torch.cuda.get_device_name(0), "batch": batch, "input_tokens": n_in, "output_tokens": n_out,
     "weights_bytes": weights_bytes, "prefill_seconds": t_prefill,
-    "eager_decode_seconds": eager, "eager_decode_median_seconds": statistics.median(eager),
+    "decode_position": last, "eager_decode_seconds": eager, "eager_decode_median_seconds": statistics.median(eager),
     "graph_decode_seconds": replays, "graph_decode_median_seconds": median_graph,
     "bytes_read_per_step": bytes_read,
     "graph_read_bandwidth_share_of_copy": bytes_read / median_graph / (2 * n / copy),
