@@ -4,6 +4,7 @@
 //! - [`estimate`]: weight memory from a parameter count and a storage width (no GPU);
 //! - [`catalog`]: the package price list, validated; [`pricing`]: package totals and cost per
 //!   result; [`compare`]: the packages that meet a need, cheapest first;
+//! - [`device`]: the GPU a command names (`cuda:N`, `all`, a list), parsed once from the flag;
 //! - [`document`]: the measurement document (its types, reading, checking, writing);
 //!   [`environment`]: what libtorch and the GPU report; [`measure`]: the measurement's flags,
 //!   one run through the worker, and its summary; [`worker`]: starting the libtorch worker and
@@ -19,9 +20,11 @@
 //! Where text rendering lives, one rule: a rendering with logic of its own (which rows, how
 //! grouped or rounded, a chart) belongs to its concept's module, as a function that returns a
 //! `String` and is tested there; `cli/<command>.rs` only lays an already computed value's
-//! fields out on lines. Either way no library function writes to standard output itself:
-//! the command prints the text through [`stdout`], which treats a closed pipe as a quiet end
-//! (exit 0) and a failed write as exit 1. Diagnostics go through [`stderr`], which never
+//! fields out on lines. For `report`, `record` and `sweep` all of the command's text lives in
+//! the domain's folder (`record/render.rs`, `sweep/render.rs`, the report's tables and chart);
+//! their `cli/` file holds the flags and the glue only. Either way no library function writes
+//! to standard output itself: the command prints the text through [`stdout`], which treats a
+//! closed pipe as a quiet end (exit 0) and a failed write as exit 1. Diagnostics go through [`stderr`], which never
 //! panics on a failed write (the exit code stays the command's own).
 
 // Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
@@ -32,6 +35,7 @@ pub mod catalog;
 pub mod cli;
 pub mod compare;
 pub mod decoder;
+pub mod device;
 pub mod digest;
 pub mod document;
 pub mod environment;
@@ -46,7 +50,6 @@ pub mod plan;
 pub mod pricing;
 pub mod record;
 pub mod report;
-pub mod search;
 pub mod stderr;
 pub mod stdout;
 pub mod sweep;

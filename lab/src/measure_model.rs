@@ -180,7 +180,8 @@ pub fn run(prepared: &Prepared, worker_path: &Path) -> Result<ModelDocument> {
     };
     let environment = crate::measure::environment_of(
         &measured.environment,
-        prepared.run.device_index,
+        crate::device::Device::new(prepared.run.device_index)
+            .ok_or_else(|| Error::usage("--device index too large"))?,
         crate::environment::query_driver(),
     )?;
     let mut doc = ModelDocument {

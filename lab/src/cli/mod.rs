@@ -24,7 +24,7 @@ mod verify_kit;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use lab::text::one_line;
-use lab::values::{self, Device};
+use lab::values;
 use lab::{Error, Result};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -79,15 +79,6 @@ pub struct AcceptedArg {
     /// Given, the unit cost = package total / results is shown.
     #[arg(long, value_name = "K", value_parser = values::positive, allow_hyphen_values = true)]
     pub accepted_results: Option<u64>,
-}
-
-/// `--device cuda:N`: the GPU a measurement runs on.
-#[derive(Debug, clap::Args)]
-pub struct DeviceArg {
-    /// GPU to measure, `cuda:N` (no default; `cpu`, `mps`, a bare `cuda` and an index with
-    /// leading zeros are refused).
-    #[arg(long, value_name = "cuda:N", value_parser = values::device, allow_hyphen_values = true)]
-    pub device: Device,
 }
 
 /// `--worker PATH`: the torch worker that does the GPU work.

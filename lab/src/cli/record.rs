@@ -89,25 +89,5 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         return print_json(&appended);
     }
-    let row = &appended.row;
-    let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_string());
-    emit(&[
-        format!(
-            "recorded run {} on line {} of {}",
-            row.run_id, appended.line, appended.grid
-        ),
-        format!(
-            "  measurement {} (sha256 {})",
-            or_dash(row.measurement_file.clone()),
-            or_dash(row.measurement_sha256.clone())
-        ),
-        format!(
-            "  package {} x {} lot(s), {} days; outcome {}, accepted results {}",
-            row.gpu,
-            row.lots,
-            row.days,
-            row.outcome,
-            or_dash(row.accepted_results.map(|k| k.to_string()))
-        ),
-    ])
+    emit(&lab::record::render::text_lines(&appended))
 }

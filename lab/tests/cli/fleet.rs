@@ -117,8 +117,14 @@ fn every_gpu_gets_a_document_in_a_new_folder_and_a_comparison() {
     for index in [0, 1] {
         let text = std::fs::read(folder.join(format!("cuda-{index}.json"))).unwrap();
         let document = lab::document::parse(&text).unwrap();
-        assert_eq!(document.configuration.device, format!("cuda:{index}"));
-        assert_eq!(document.environment.device, format!("cuda:{index}"));
+        assert_eq!(
+            document.configuration.device.to_string(),
+            format!("cuda:{index}")
+        );
+        assert_eq!(
+            document.environment.device.to_string(),
+            format!("cuda:{index}")
+        );
         assert!(document.graph.is_none());
     }
     let comparison: Value =
