@@ -12,6 +12,9 @@
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
+//! - [`decoder`]: the decoder `lab measure --model` runs (architecture facts, tensors in
+//!   materialisation order, safetensors byte ranges); [`measure_model`]: that measurement's
+//!   checks, run and document with `lab plan`'s prediction beside it;
 //! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
