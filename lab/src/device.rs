@@ -5,8 +5,9 @@
 //!
 //! The grammar is libtorch's own spelling (`torch.device("cuda:1")` prints `cuda:1`): `cuda:`
 //! then `0` or a digit 1-9 followed by digits, at most [`DEVICE_INDEX_MAX`]. The Python kit
-//! (`dist/mesure_memoire.py`, `device_refusal`) refuses the same spellings with the same
-//! words; `lab/tests/differential.rs` holds the two side by side.
+//! (`dist/mesure_memoire.py`, `_device_reason` and `_devices_reason`) refuses the same
+//! spellings with the same words; `lab/tests/differential/refusals.rs` holds the two side by
+//! side.
 
 use crate::{Error, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

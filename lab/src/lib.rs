@@ -15,7 +15,8 @@
 //! - [`decoder`]: the decoder `lab measure --model` runs (architecture facts, tensors in
 //!   materialisation order, safetensors byte ranges); [`measure_model`]: that measurement's
 //!   checks, run and document with `lab plan`'s prediction beside it;
-//! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
+//! - shared helpers: [`digest`] (SHA-256), [`input`] (bounded reads of files and standard
+//!   input), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
 //!   their exit codes).
@@ -45,6 +46,7 @@ pub mod environment;
 pub mod error;
 pub mod estimate;
 pub mod fleet;
+pub mod input;
 pub mod kit;
 pub mod measure;
 pub mod measure_model;

@@ -69,29 +69,12 @@ pub fn prepare(ask: &Ask) -> Result<Prepared> {
             w.input_tokens, w.output_tokens
         )));
     }
-    let meta = std::fs::metadata(&ask.model).map_err(|e| {
-        Error::runtime(format!(
-            "cannot read --model {}: {e}",
-            crate::text::one_line(&ask.model.display().to_string())
-        ))
-    })?;
-    let (config_path, folder) = if meta.is_dir() {
-        (ask.model.join("config.json"), Some(ask.model.as_path()))
-    } else {
-        (ask.model.clone(), None)
-    };
-    if folder.is_some() && !plan::safetensors::present(&config_path)? {
-        return Err(Error::usage(format!(
-            "--model {}: the folder has no config.json (a Hugging Face model folder holds one)",
-            crate::text::one_line(&ask.model.display().to_string())
-        )));
-    }
-    let bytes = std::fs::read(&config_path)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", config_path.display())))?;
-    let text = String::from_utf8(bytes.clone())
-        .map_err(|_| Error::usage(format!("{} is not UTF-8 text", config_path.display())))?;
-    let spec = decoder::from_config(&text)
-        .map_err(|e| Error::usage(format!("{}: {e}", config_path.display())))?;
+    // The folder read once: the plan below and the decoder take the same reading.
+    let model = plan::model::read(&ask.model)?;
+    let config_shown = crate::text::one_line(&model.config_path.display().to_string());
+    let spec =
+        decoder::from_model(&model).map_err(|e| Error::usage(format!("{config_shown}: {e}")))?;
+    let folder = model.folder.as_deref();
     let sources = match (ask.random_weights, folder) {
         (true, _) => None,
         (false, Some(folder)) => Some(weights::locate(folder, &spec)?),
@@ -112,7 +95,7 @@ pub fn prepare(ask: &Ask) -> Result<Prepared> {
     };
     let catalog = crate::catalog::Catalog::embedded()?;
     let gpu_memory = plan::gpu_memory::load(None, &catalog)?;
-    let p = plan::plan(&request, &catalog, &gpu_memory, 7, None, None)?;
+    let p = plan::plan_model(&model, &request, &catalog, &gpu_memory, 7, None, None)?;
     let files = sources
         .as_ref()
         .map(|s| {
@@ -128,7 +111,7 @@ pub fn prepare(ask: &Ask) -> Result<Prepared> {
         .unwrap_or_default();
     let facts = ModelFacts {
         family: spec.family.clone(),
-        config_sha256: crate::digest::sha256_hex(&bytes),
+        config_sha256: crate::digest::sha256_hex(model.config_text.as_bytes()),
         parameters: spec.parameters(),
         weights_source: if sources.is_some() {
             WeightsSource::Safetensors

@@ -27,6 +27,7 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "lab::stdout",
             "lab::stderr",
             "lab::output",
+            "lab::input",
             "lab::device",
         ],
     ),

@@ -26,7 +26,6 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use lab::text::one_line;
 use lab::values;
 use lab::{Error, Result};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -49,7 +48,7 @@ impl CatalogArg {
     pub fn load(&self) -> Result<lab::catalog::Catalog> {
         match self.tariffs.as_deref() {
             Some(path) if is_stdin(path) => {
-                let bytes = read_stdin(lab::catalog::MAX_CATALOG_BYTES, "catalog")?;
+                let bytes = lab::input::stdin(lab::catalog::MAX_CATALOG_BYTES, "catalog")?;
                 lab::catalog::Catalog::parse(&bytes)
                     .map_err(|e| Error::usage(format!("catalog (standard input): {e}")))
             }
@@ -93,25 +92,6 @@ pub struct WorkerArg {
 /// Whether a file argument names standard input (`-`).
 pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
-}
-
-/// Reads standard input whole, at most `limit` bytes (`what` names it in messages).
-///
-/// # Errors
-/// Runtime (exit 1) when it cannot be read; usage (exit 2) when it holds more than `limit`.
-pub fn read_stdin(limit: u64, what: &str) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::runtime(format!("cannot read the {what} from standard input: {e}")))?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::usage(format!(
-            "the {what} on standard input is larger than {limit} bytes"
-        )));
-    }
-    Ok(bytes)
 }
 
 /// IteraGPU Lab: estimate weight memory, measure a synthetic MLP on a GPU, price packages.

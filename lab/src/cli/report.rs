@@ -146,7 +146,7 @@ fn report_models(args: &Args) -> Result<Option<()>> {
 
 /// The measurement document on standard input (`lab report -`), checked as a file is.
 fn read_stdin_measurement() -> Result<lab::document::LoadedMeasurement> {
-    let bytes = super::read_stdin(lab::document::MAX_DOCUMENT_BYTES, "measurement document")?;
+    let bytes = lab::input::stdin(lab::document::MAX_DOCUMENT_BYTES, "measurement document")?;
     let document = lab::document::parse(&bytes)
         .map_err(|e| lab::Error::usage(format!("(standard input): {e}")))?;
     Ok(lab::document::LoadedMeasurement {

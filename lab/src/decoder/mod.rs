@@ -2,10 +2,12 @@
 //! a model folder turned into one [`DecoderSpec`] (shapes, norms, rotary embedding, windows)
 //! and the list of its tensors in the order `transformers` materialises them.
 //!
-//! The facts come from [`crate::plan::config::parse`] (the same reading as `lab plan`); this
-//! module adds only what a forward needs beyond memory: `rms_norm_eps`, the rotary base and
-//! scaling, the bias flags. Those are read from `config.json` and never defaulted: a config
-//! without `rms_norm_eps` or `rope_theta` is refused by name (real checkpoints state both).
+//! The facts come from [`crate::plan::model::read`] (the folder read once, as `lab plan`
+//! reads it: [`crate::plan::family::Architecture`], with each configuration class's defaults
+//! for shapes, tying and windows); this module adds only what a forward needs beyond memory:
+//! `rms_norm_eps`, the rotary base and scaling. Those are read from the same parsed
+//! `config.json` and never defaulted: a config without `rms_norm_eps` or `rope_theta` is
+//! refused by name (real checkpoints state both).
 //!
 //! Families run: Llama, Mistral, Qwen2, Qwen3 (dense, grouped-query attention, SwiGLU,
 //! RMSNorm). Any other `model_type` — including those `lab plan` knows (Gemma, Phi-3,
@@ -21,7 +23,8 @@
 
 pub mod weights;
 
-use crate::plan::config::{self, Architecture, LayerAttention};
+use crate::plan::family::{self, Architecture, Attention, Family};
+use crate::plan::model::Model;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -141,20 +144,41 @@ impl DecoderSpec {
     }
 }
 
-/// Reads a decoder from `config.json` text.
+/// The decoder of a model folder read once by [`crate::plan::model::read`].
 ///
 /// # Errors
-/// [`Error::Usage`] (exit 2) for anything [`config::parse`] refuses, a family outside
-/// [`MEASURED_FAMILIES`] (named), a `hidden_act` other than `silu`, a rope type other than
-/// default, linear or llama3 (named), a missing `rms_norm_eps` or `rope_theta`, and a
-/// pre-quantized checkpoint.
+/// [`Error::Usage`] (exit 2) for a family outside [`MEASURED_FAMILIES`] (named), a
+/// `hidden_act` other than `silu`, a rope type other than default, linear or llama3 (named),
+/// a missing `rms_norm_eps` or `rope_theta`, an odd `head_dim`, and a pre-quantized
+/// checkpoint.
+pub fn from_model(model: &Model) -> Result<DecoderSpec> {
+    build(&model.architecture, &model.config)
+}
+
+/// Reads a decoder from `config.json` text (the tests' and the CPU probe's way in; a folder
+/// is read with [`from_model`]).
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2) for text that is not one JSON object, anything
+/// [`family::read`] refuses (an unknown `model_type` included), and as [`from_model`].
 pub fn from_config(text: &str) -> Result<DecoderSpec> {
-    let arch = config::parse(text)?;
-    if !MEASURED_FAMILIES.contains(&arch.model_type.as_str()) {
+    let value: Value = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
+        .map_err(|e| Error::usage(format!("config.json is not valid JSON: {e}")))?;
+    let arch = family::read(&value)?;
+    build(&arch, &value)
+}
+
+/// The decoder of `arch`, with the forward's own fields read from `value` (the same config).
+fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
+    let family = arch.family;
+    if !matches!(
+        family,
+        Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3
+    ) {
         return Err(Error::usage(format!(
             "lab measure --model runs {} only: model_type \"{}\" is not supported by the measurement (lab plan can still plan it)",
             MEASURED_FAMILIES.join(", "),
-            crate::text::excerpt(&arch.model_type)
+            arch.model_type()
         )));
     }
     if let Some(method) = &arch.quantization {
@@ -162,19 +186,7 @@ pub fn from_config(text: &str) -> Result<DecoderSpec> {
             "config.json describes a pre-quantized checkpoint ({method}): lab measure --model runs unquantized weights only"
         )));
     }
-    let value: Value = serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
-        .map_err(|e| Error::usage(format!("config.json is not valid JSON: {e}")))?;
     let field = |key: &str| value.get(key).filter(|v| !v.is_null());
-    let flag = |key: &str| -> Result<bool> {
-        match field(key) {
-            None => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(Error::usage(format!(
-                "config.json: \"{key}\" must be true or false, found {}",
-                crate::text::excerpt(&other.to_string())
-            ))),
-        }
-    };
     if let Some(act) = field("hidden_act") {
         if act.as_str() != Some("silu") {
             return Err(Error::usage(format!(
@@ -208,30 +220,41 @@ pub fn from_config(text: &str) -> Result<DecoderSpec> {
             ))
         })
     };
-    let top = Some(&value);
+    let top = Some(value);
     let rms_norm_eps = required("rms_norm_eps", &[top])?;
     let rope_theta = required("rope_theta", &[rope_parameters, top])?;
     let scaling = rope_parameters.or_else(|| field("rope_scaling"));
     let rope_scaling = rope_scaling_of(scaling, &number)?;
-    let family = arch.model_type.as_str();
-    let attention_bias = flag("attention_bias")?;
+    // The bias flags as `modeling_<family>.py` (transformers 5.17) builds the projections:
+    // Qwen2 always on q, k and v and never on o; Mistral never (its projections are
+    // `bias=False` whatever the config says); Llama and Qwen3 on q, k, v and o with
+    // `attention_bias`; only Llama's MLP reads `mlp_bias`.
     let (qkv_bias, o_bias) = match family {
-        "qwen2" => (true, false),
-        "mistral" => (false, false),
-        _ => (attention_bias, attention_bias),
+        Family::Qwen2 => (true, false),
+        Family::Mistral => (false, false),
+        _ => (arch.attention_bias, arch.attention_bias),
     };
-    let mlp_bias = family == "llama" && flag("mlp_bias")?;
+    let mlp_bias = family == Family::Llama && arch.mlp_bias;
     let initializer_range = number("initializer_range", &[top])?.unwrap_or(0.02);
     let windows = arch
-        .layer_attention
+        .layer_kinds
         .iter()
-        .map(|l| match l {
-            LayerAttention::Full => None,
-            LayerAttention::Sliding(w) => Some(*w),
+        .map(|l| match l.attention {
+            Attention::Full => Ok(None),
+            Attention::Sliding(w) => Ok(Some(w)),
+            // No measured family builds latent attention or experts; refused, not guessed.
+            Attention::Latent => Err(Error::usage(
+                "config.json: latent attention is not supported by lab measure --model",
+            )),
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
+    if arch.experts.is_some() {
+        return Err(Error::usage(
+            "config.json: mixture-of-experts layers are not supported by lab measure --model",
+        ));
+    }
     let mut spec = DecoderSpec {
-        family: arch.model_type.clone(),
+        family: arch.model_type().to_owned(),
         hidden: arch.hidden,
         layers: arch.layers,
         heads: arch.heads,
@@ -246,7 +269,7 @@ pub fn from_config(text: &str) -> Result<DecoderSpec> {
         qkv_bias,
         o_bias,
         mlp_bias,
-        qk_norm: family == "qwen3",
+        qk_norm: arch.qk_norm,
         windows,
         initializer_range,
         tensors: Vec::new(),
@@ -257,7 +280,7 @@ pub fn from_config(text: &str) -> Result<DecoderSpec> {
             spec.head_dim
         )));
     }
-    spec.tensors = tensors(&arch, &spec);
+    spec.tensors = tensors(arch, &spec);
     Ok(spec)
 }
 
@@ -301,7 +324,7 @@ fn rope_scaling_of(scaling: Option<&Value>, number: &Number) -> Result<RopeScali
 /// The parameters in `transformers`' materialisation order: the embedding; per layer the
 /// attention (q, k, v with their biases, o, Qwen3's q/k norms), the MLP (gate, up, down),
 /// the two norms; the final norm; the untied output head last. The same order as
-/// [`crate::plan::layout::for_each`] (a test holds them together).
+/// [`Architecture::tensors`] lists them for the plan (a test holds them together).
 fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
     let (h, d, i, v) = (spec.hidden, spec.head_dim, spec.intermediate, spec.vocab);
     let q = spec.heads.saturating_mul(d);

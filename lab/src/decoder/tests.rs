@@ -1,5 +1,5 @@
 use super::*;
-use crate::plan::layout::{self, Role};
+use crate::plan::layout::Role;
 
 fn example(name: &str) -> String {
     let path = format!(
@@ -23,16 +23,12 @@ fn every_supported_example_gives_the_plan_parameter_count_in_layout_order() {
         let text = example(name);
         let spec = from_config(&text).unwrap();
         assert_eq!(spec.family, family, "{name}");
-        let arch = config::parse(&text).unwrap();
-        let bias = serde_json::from_str::<Value>(&text).unwrap()["attention_bias"] == true;
-        let planned = crate::plan::params::count(&arch, bias, false)
-            .narrow()
-            .unwrap()
-            .total();
+        let arch = family::read(&serde_json::from_str(&text).unwrap()).unwrap();
+        let planned = arch.parameter_counts().narrow().unwrap().total();
         assert_eq!(u128::from(spec.parameters()), planned, "{name}");
         // Same tensors, same order as the plan's allocator replay (buffers aside).
         let mut order = Vec::new();
-        layout::for_each(&arch, bias, false, &mut |t| {
+        arch.tensors(&mut |t| {
             if !matches!(t.role, Role::Buffer(_)) {
                 order.push(t.elements);
             }
@@ -126,4 +122,69 @@ fn kv_bytes_per_position_is_two_tensors_per_layer() {
     let spec = from_config(&example("llama-3.1-8b")).unwrap();
     // 2 × 32 layers × 8 heads × 128 × 2 bytes = 131,072 bytes (128 KiB per token).
     assert_eq!(spec.kv_bytes_per_position(2), 131_072);
+}
+
+#[test]
+fn bias_flags_follow_each_family_modeling_file_not_the_config_alone() {
+    // modeling_mistral.py and modeling_qwen2.py build their projections with fixed biases,
+    // whatever `attention_bias` / `mlp_bias` say; Llama reads both, Qwen3 `attention_bias`.
+    let biased = |name: &str| {
+        let mut v: Value = serde_json::from_str(&example(name)).unwrap();
+        v["attention_bias"] = true.into();
+        v["mlp_bias"] = true.into();
+        from_config(&v.to_string()).unwrap()
+    };
+    let bias_names = |spec: &DecoderSpec| -> Vec<String> {
+        spec.tensors
+            .iter()
+            .filter(|t| t.name.starts_with("model.layers.0.") && t.name.ends_with(".bias"))
+            .map(|t| t.name["model.layers.0.".len()..].to_owned())
+            .collect()
+    };
+    let mistral = biased("mistral-7b-v0.1");
+    assert!(!mistral.qkv_bias && !mistral.o_bias && !mistral.mlp_bias);
+    assert!(bias_names(&mistral).is_empty());
+    let qwen2 = biased("qwen2.5-0.5b");
+    assert_eq!(
+        bias_names(&qwen2),
+        [
+            "self_attn.q_proj.bias",
+            "self_attn.k_proj.bias",
+            "self_attn.v_proj.bias"
+        ]
+    );
+    let qwen3 = biased("qwen3-0.6b");
+    assert!(qwen3.qkv_bias && qwen3.o_bias && !qwen3.mlp_bias);
+    assert_eq!(bias_names(&qwen3).len(), 4);
+    let llama = biased("llama-3.2-1b");
+    assert!(llama.qkv_bias && llama.o_bias && llama.mlp_bias);
+    assert_eq!(bias_names(&llama).len(), 7);
+}
+
+#[test]
+fn a_folder_is_read_once_through_the_plan_model() {
+    let folder = format!(
+        "{}/../examples/models/qwen3-0.6b",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let model = crate::plan::model::read(std::path::Path::new(&folder)).unwrap();
+    let spec = from_model(&model).unwrap();
+    assert_eq!(spec, from_config(&model.config_text).unwrap());
+    assert_eq!(
+        u128::from(spec.parameters()),
+        model
+            .architecture
+            .parameter_counts()
+            .narrow()
+            .unwrap()
+            .total()
+    );
+    let gemma = format!(
+        "{}/../examples/models/gemma-2-2b",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let model = crate::plan::model::read(std::path::Path::new(&gemma)).unwrap();
+    let e = from_model(&model).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("\"gemma2\""), "{e}");
 }

@@ -57,7 +57,7 @@ pub fn locate(folder: &Path, spec: &DecoderSpec) -> Result<Sources> {
     }
     let index = folder.join("model.safetensors.index.json");
     let names: Vec<String> = if safetensors::present(&index)? {
-        let text = safetensors::read_text(&index, safetensors::MAX_INDEX_BYTES, "model index")?;
+        let text = crate::input::model_text(&index, safetensors::MAX_INDEX_BYTES, "model index")?;
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| Error::usage(format!("{}: {e}", index.display())))?;
         let mut files: Vec<String> = value

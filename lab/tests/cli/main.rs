@@ -1,6 +1,7 @@
 //! `lab` through its binary: one integration-test program for the command line, one module per
 //! concern, the shared helpers in [`support`].
 
+mod catalog;
 mod compare;
 mod completions;
 mod estimate;
@@ -9,6 +10,7 @@ mod fleet;
 mod measure_guard;
 mod measure_model;
 mod messages;
+mod plan;
 mod price;
 mod process;
 mod record;

@@ -247,9 +247,8 @@ fn graph_decode(
 pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
     let _inference = crate::InferenceMode::enter();
     let folder = &probe.model;
-    let text = std::fs::read_to_string(folder.join("config.json"))
-        .map_err(|e| format!("cannot read config.json: {e}"))?;
-    let spec = lab::decoder::from_config(&text).map_err(|e| e.to_string())?;
+    let read = lab::plan::model::read(folder).map_err(|e| e.to_string())?;
+    let spec = lab::decoder::from_model(&read).map_err(|e| e.to_string())?;
     let sources = lab::decoder::weights::locate(folder, &spec).map_err(|e| e.to_string())?;
     let kind = kind_of(probe.dtype);
     let model = Decoder::load(&spec, kind, Device::Cpu, WeightsFrom::Files(&sources))?;
