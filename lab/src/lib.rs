@@ -12,6 +12,9 @@
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
+//! - [`decoder`]: the decoder `lab measure --model` runs (architecture facts, tensors in
+//!   materialisation order, safetensors byte ranges); [`measure_model`]: that measurement's
+//!   checks, run and document with `lab plan`'s prediction beside it;
 //! - shared helpers: [`digest`] (SHA-256), [`input`] (bounded reads of files and standard
 //!   input), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
@@ -35,6 +38,7 @@ pub mod catalog;
 #[doc(hidden)]
 pub mod cli;
 pub mod compare;
+pub mod decoder;
 pub mod device;
 pub mod digest;
 pub mod document;
@@ -45,6 +49,7 @@ pub mod fleet;
 pub mod input;
 pub mod kit;
 pub mod measure;
+pub mod measure_model;
 pub mod output;
 pub mod plan;
 pub mod pricing;

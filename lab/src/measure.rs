@@ -113,7 +113,7 @@ pub fn run_measured(
     let measured = match reply {
         WorkerReply::Measurement(m) => m,
         WorkerReply::Error(e) => return Err(e.into_error()),
-        WorkerReply::Environment(_) => {
+        WorkerReply::Environment(_) | WorkerReply::ModelMeasurement(_) | WorkerReply::Logits(_) => {
             return Err(Error::runtime(
                 "the GPU worker answered another question; no file was written",
             ))
@@ -149,7 +149,7 @@ pub fn run_measured(
 ///
 /// # Errors
 /// [`Error::Runtime`] when the worker described no GPU or another one than asked.
-fn environment_of(
+pub(crate) fn environment_of(
     worker: &WorkerEnvironment,
     device: Device,
     driver: Option<document::Driver>,

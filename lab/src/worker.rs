@@ -51,6 +51,72 @@ pub enum WorkerRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         graph_replays: Option<u64>,
     },
+    /// Run a real decoder by the model-measurement phases (`docs/PROTOCOL.md §4.9`).
+    MeasureModel {
+        /// What to run (validated by `lab`); boxed, the request enum stays small.
+        run: Box<ModelRun>,
+    },
+    /// Test only, never sent by `lab`: run the decoder of a model folder **on the CPU** and
+    /// return its logits, for the numerics test against `transformers`
+    /// (`lab/tests/numerics/decoder_numerics.py`). The product's measurement never reaches the
+    /// CPU: `lab measure` has no flag that sends this request.
+    CpuLogits {
+        /// The probe.
+        probe: Box<LogitsProbe>,
+    },
+}
+
+/// A decoder measurement as `lab measure --model` asks it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRun {
+    /// N of `cuda:N`.
+    pub device_index: u32,
+    /// The architecture.
+    pub spec: crate::decoder::DecoderSpec,
+    /// Safetensors byte ranges, one per spec tensor; `None` for random weights.
+    pub sources: Option<crate::decoder::weights::Sources>,
+    /// The workload (batch, tokens, dtype, passes, seed, graph).
+    pub workload: crate::document::model_run::ModelWorkload,
+}
+
+/// What the CPU logits probe runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogitsProbe {
+    /// A model folder with config.json and safetensors.
+    pub model: PathBuf,
+    /// Element type of the run.
+    pub dtype: crate::document::Dtype,
+    /// Prompt token ids, one list per sequence (equal lengths).
+    pub prompt: Vec<Vec<i64>>,
+    /// Decode steps after the prompt: per step, one token id per sequence.
+    pub steps: Vec<Vec<i64>>,
+    /// Then this many greedy tokens per sequence, chosen by the worker's own decode step (the
+    /// one `lab measure --model` times and captures), from the last step's logits on.
+    #[serde(default)]
+    pub greedy: u64,
+}
+
+/// The probe's answer: logits as float32, sequence-major.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Logits {
+    /// Vocabulary (the last dimension).
+    pub vocab: u64,
+    /// `[batch, prompt, vocab]`, flattened.
+    pub prefill: Vec<f32>,
+    /// Per decode step `[batch, vocab]`, flattened.
+    pub steps: Vec<Vec<f32>>,
+    /// `[batch][greedy]`: the greedy tokens.
+    #[serde(default)]
+    pub greedy_tokens: Vec<Vec<i64>>,
+}
+
+/// The measured rows of a decoder run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerModelMeasurement {
+    /// libtorch and the GPU, read before the first phase.
+    pub environment: WorkerEnvironment,
+    /// One row per step.
+    pub phases: Vec<crate::document::model_run::ModelPhaseRow>,
 }
 
 /// One GPU as libtorch describes it.
@@ -135,6 +201,10 @@ pub enum WorkerReply {
     Environment(WorkerEnvironment),
     /// Answer to [`WorkerRequest::Measure`].
     Measurement(WorkerMeasurement),
+    /// Answer to [`WorkerRequest::MeasureModel`].
+    ModelMeasurement(WorkerModelMeasurement),
+    /// Answer to [`WorkerRequest::CpuLogits`] (test only).
+    Logits(Logits),
     /// Anything that went wrong.
     Error(WorkerError),
 }

@@ -116,6 +116,10 @@ pub const STEPS: &[Step] = &[
         "torch worker: no GPU (full torch) -> exit 2",
         worker::step_guard_no_gpu,
     ),
+    Step::slow(
+        "torch worker: decoder logits = transformers' on the CPU",
+        worker::step_numerics,
+    ),
 ];
 
 /// Runs `cargo xtask verify`; returns exit code 1 when any step (or the archive) failed.

@@ -303,3 +303,50 @@ pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
     }
     Ok(())
 }
+
+/// Pinned Python packages the numerics step adds to the torch venv.
+pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
+
+/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3) against
+/// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
+/// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
+/// same weights written to safetensors, logits compared within the tolerance per dtype).
+/// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned). Then
+/// `lab measure --model` against that worker without a GPU: exit 2, "no CUDA device", no file.
+pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
+    let built = build(&ctx.root, true)?;
+    let venv = venv(&ctx.root);
+    let marker = venv.join(".lab-numerics-requirements");
+    let requirements = ctx.root.join(NUMERICS_REQUIREMENTS);
+    let wanted = std::fs::read_to_string(&requirements)
+        .with_context(|| format!("{}: cannot read", requirements.display()))?;
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
+        let mut command = Command::new(venv.join("bin/pip"));
+        command.args(["install", "-q", "-r"]).arg(&requirements);
+        checked(command, "pip install the numerics requirements")?;
+        std::fs::write(&marker, &wanted)?;
+    }
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .arg(ctx.root.join("lab/tests/numerics/decoder_numerics.py"))
+        .arg(built.worker())
+        .env("LD_LIBRARY_PATH", built.libtorch.join("lib"))
+        .env("CUDA_VISIBLE_DEVICES", "");
+    checked(command, "decoder numerics against transformers")?;
+    // The real worker, libtorch loaded, no GPU: `lab measure --model` exits 2, writes nothing.
+    let dir = tempfile::Builder::new()
+        .prefix("lab-guard-")
+        .tempdir()
+        .context("cannot create a temporary folder")?;
+    let output = Command::new(built.lab())
+        .args(["measure", "--device", "cuda:0", "--model"])
+        .arg(ctx.root.join("examples/models/qwen3-0.6b"))
+        .args(["--random-weights", "--batch", "1", "--input-tokens", "8"])
+        .args(["--output-tokens", "4", "--graph", "--output"])
+        .arg(dir.path().join("m.json"))
+        .env("LIBTORCH", &built.libtorch)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()?;
+    let wrote = std::fs::read_dir(dir.path())?.next().is_some();
+    expect_exit2(&output, wrote, "no cuda device")
+}

@@ -20,12 +20,15 @@
 // Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
 #![deny(clippy::print_stderr)]
 
+#[path = "worker_decoder/mod.rs"]
+mod worker_decoder;
+
 use lab::device::Device as Gpu;
 use lab::document::graph::{GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES};
 use lab::document::{AllocatorCounters, Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
 use lab::worker::{
-    DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
-    WorkerRequest,
+    DeviceInfo, ModelRun, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement,
+    WorkerModelMeasurement, WorkerReply, WorkerRequest,
 };
 use std::ffi::{c_char, c_void, CStr};
 use std::io::Read as _;
@@ -591,6 +594,61 @@ fn measure(
     })
 }
 
+/// `lab measure --model`: the GPU checked as for the synthetic measurement, then the decoder's
+/// phases (`worker_decoder::run`); out of memory is its own kind.
+fn measure_model(run: &ModelRun) -> Result<WorkerModelMeasurement, WorkerError> {
+    let index = run.device_index;
+    let gpu = Gpu::new(index).ok_or_else(|| WorkerError {
+        kind: WorkerErrorKind::BadRequest,
+        message: format!("cuda:{index} is not a device index"),
+    })?;
+    let environment = describe(gpu);
+    if environment.device.is_none() {
+        let kind = if environment.device_count == 0 {
+            WorkerErrorKind::NoCudaDevice
+        } else {
+            WorkerErrorKind::BadDeviceIndex
+        };
+        let message = environment.device_problem.clone().unwrap_or_default();
+        return Err(WorkerError { kind, message });
+    }
+    let phases = worker_decoder::run::measure(run).map_err(|f| {
+        let w = &run.workload;
+        let what = format!(
+            "cuda:{index} during {} ({} {}, batch {}, {} input + {} output tokens, {})",
+            f.phase,
+            run.spec.family,
+            if run.sources.is_some() { "safetensors" } else { "random weights" },
+            w.batch,
+            w.input_tokens,
+            w.output_tokens,
+            w.dtype.name()
+        );
+        if f.message.to_lowercase().contains("out of memory") {
+            WorkerError {
+                kind: WorkerErrorKind::OutOfMemory,
+                message: format!(
+                    "out of memory on {what}: lower --batch or the tokens and retry in a new process ({})",
+                    f.message
+                ),
+            }
+        } else {
+            WorkerError {
+                kind: WorkerErrorKind::Runtime,
+                message: format!("the measurement failed on {what}: {}", f.message),
+            }
+        }
+    })?;
+    let mut environment = environment;
+    // SAFETY: plain call.
+    let tf32 = unsafe { lab_tf32_matmul_allowed() };
+    environment.tf32_matmul_allowed = (tf32 >= 0).then_some(tf32 == 1);
+    Ok(WorkerModelMeasurement {
+        environment,
+        phases,
+    })
+}
+
 /// The five phases, then the graph floor when `graph_replays` is given.
 fn run_protocol(
     config: &Configuration,
@@ -701,6 +759,17 @@ fn main() -> std::process::ExitCode {
         } => match measure(configuration, *graph_replays) {
             Ok(m) => WorkerReply::Measurement(m),
             Err(e) => WorkerReply::Error(e),
+        },
+        WorkerRequest::MeasureModel { run } => match measure_model(run) {
+            Ok(m) => WorkerReply::ModelMeasurement(m),
+            Err(e) => WorkerReply::Error(e),
+        },
+        WorkerRequest::CpuLogits { probe } => match worker_decoder::run::cpu_logits(probe) {
+            Ok(logits) => WorkerReply::Logits(logits),
+            Err(message) => WorkerReply::Error(WorkerError {
+                kind: WorkerErrorKind::Runtime,
+                message,
+            }),
         },
     });
     let answer = answer.unwrap_or_else(|panic| {

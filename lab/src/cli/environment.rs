@@ -192,7 +192,11 @@ fn report(device: &str, worker_path: Option<&Path>) -> EnvironmentReport {
                     report.libtorch_available = Some(true);
                     report.problems.push(e.message);
                 }
-                Ok(Ok(WorkerReply::Measurement(_))) => {
+                Ok(Ok(
+                    WorkerReply::Measurement(_)
+                    | WorkerReply::ModelMeasurement(_)
+                    | WorkerReply::Logits(_),
+                )) => {
                     report.libtorch_available = Some(true);
                     report
                         .problems

@@ -19,12 +19,35 @@ pub struct Args {
     /// Batch size, >= 1.
     #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
     batch: u64,
-    /// Positions per sample, >= 1 (no attention, no KV cache).
+    /// Positions per sample, >= 1 (no attention, no KV cache). With --model: the cache
+    /// length, input plus output tokens (give --output-tokens or --context).
     #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
-    context: u64,
-    /// Model width; hidden = 4 × width.
-    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true)]
-    width: u64,
+    context: Option<u64>,
+    /// Model width; hidden = 4 × width (the synthetic MLP; not with --model).
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true,
+          required_unless_present = "model", conflicts_with = "model")]
+    width: Option<u64>,
+    /// Measure a real decoder instead of the synthetic MLP: a model folder (config.json and
+    /// safetensors) or, with --random-weights, a folder or config.json alone. Llama, Mistral,
+    /// Qwen2 and Qwen3; other families are refused by name.
+    #[arg(long, value_name = "DIR", allow_hyphen_values = true)]
+    model: Option<PathBuf>,
+    /// With --model: seeded random weights of the config's shapes instead of the
+    /// safetensors (nothing to download).
+    #[arg(long, requires = "model")]
+    random_weights: bool,
+    /// With --model: prompt tokens per sequence (seeded random ids), >= 1.
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true,
+          requires = "model")]
+    input_tokens: Option<u64>,
+    /// With --model: decode steps after the prompt, >= 1 (or give --context).
+    #[arg(long, value_name = "N", value_parser = values::positive, allow_hyphen_values = true,
+          requires = "model", conflicts_with = "context")]
+    output_tokens: Option<u64>,
+    /// With --model: also capture one decode step in a CUDA graph and replay it once per
+    /// output token (rows `graph_capture` and `graph_decode`).
+    #[arg(long = "graph", requires = "model", conflicts_with = "graph_replays")]
+    decode_graph: bool,
     #[command(flatten)]
     passes: PassFlags,
     #[command(flatten)]
@@ -111,11 +134,30 @@ impl PassFlags {
 /// failure during the run (the message contains "out of memory" for an out-of-memory
 /// failure); nothing is written.
 pub fn run(args: Args) -> lab::Result<()> {
+    if args.model.is_some() {
+        return run_model(args);
+    }
+    let model_only = [
+        (args.random_weights, "--random-weights"),
+        (args.decode_graph, "--graph"),
+        (args.input_tokens.is_some(), "--input-tokens"),
+        (args.output_tokens.is_some(), "--output-tokens"),
+    ];
+    if let Some((_, flag)) = model_only.iter().find(|(given, _)| *given) {
+        return Err(Error::usage(format!(
+            "{flag} applies to lab measure --model DIR (a real decoder), not to the synthetic MLP"
+        )));
+    }
     let devices = &args.device;
     // Several GPUs: the flags are checked once, as for cuda:0, then given to each GPU.
+    let (Some(context), Some(width)) = (args.context, args.width) else {
+        return Err(Error::usage(
+            "lab measure needs --context N and --width N (the synthetic MLP), or --model DIR",
+        ));
+    };
     let configuration =
         args.passes
-            .configuration(devices.checked_as(), args.batch, args.context, args.width)?;
+            .configuration(devices.checked_as(), args.batch, context, width)?;
     let graph_replays = args.graph.graph_replays;
     if devices.is_several() {
         let Some(folder) = args.output_dir.as_deref() else {
@@ -145,6 +187,64 @@ pub fn run(args: Args) -> lab::Result<()> {
     lab::outln!("wrote {}", output.display())
 }
 
+/// `lab measure --model`: every check before the worker, then one run, then the document
+/// (never overwritten, written atomically) and its summary.
+fn run_model(args: Args) -> lab::Result<()> {
+    let Devices::One(index) = args.device else {
+        return Err(Error::usage(
+            "lab measure --model measures one GPU: give --device cuda:N",
+        ));
+    };
+    let Some(output) = args.output.as_deref() else {
+        return Err(Error::usage(
+            "lab measure --model writes one file: give --output FILE",
+        ));
+    };
+    let Some(input) = args.input_tokens else {
+        return Err(Error::usage(
+            "lab measure --model needs --input-tokens N (the prompt length)",
+        ));
+    };
+    let output_tokens = match (args.output_tokens, args.context) {
+        (Some(n), _) => n,
+        (None, Some(context)) if context > input => context - input,
+        (None, Some(context)) => {
+            return Err(Error::usage(format!(
+                "--context {context} leaves no decode step after --input-tokens {input}: give a larger --context or --output-tokens N"
+            )))
+        }
+        (None, None) => {
+            return Err(Error::usage(
+                "lab measure --model needs --output-tokens N or --context N (input plus output tokens)",
+            ))
+        }
+    };
+    lab::output::check_new(output)?;
+    let ask = lab::measure_model::Ask {
+        model: args.model.clone().unwrap_or_default(),
+        random_weights: args.random_weights,
+        workload: lab::document::model_run::ModelWorkload {
+            device: index.to_string(),
+            batch: args.batch,
+            input_tokens: input,
+            output_tokens,
+            context: input.saturating_add(output_tokens),
+            dtype: args.passes.dtype,
+            warmup: args.passes.warmup,
+            repeats: args.passes.repeats,
+            seed: args.passes.seed,
+            graph: args.decode_graph,
+        },
+    };
+    let prepared = lab::measure_model::prepare(&ask)?;
+    let path =
+        worker::locate(args.worker.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    let document = lab::measure_model::run(&prepared, &path)?;
+    lab::output::write_new(output, &lab::measure_model::encode(&document)?)?;
+    lab::stdout::print(&lab::measure_model::summary_text(&document))?;
+    lab::outln!("wrote {}", output.display())
+}
+
 /// How many GPUs the worker's libtorch sees (asked once, about cuda:0).
 ///
 /// # Errors
@@ -156,7 +256,7 @@ pub fn device_count(worker_path: &Path) -> lab::Result<u64> {
     match worker::call(worker_path, &request).map_err(|u| Error::usage(u.message()))?? {
         WorkerReply::Environment(env) => Ok(env.device_count),
         WorkerReply::Error(e) => Err(e.into_error()),
-        WorkerReply::Measurement(_) => {
+        WorkerReply::Measurement(_) | WorkerReply::ModelMeasurement(_) | WorkerReply::Logits(_) => {
             Err(Error::runtime("the GPU worker answered another question"))
         }
     }

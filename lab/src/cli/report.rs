@@ -48,6 +48,9 @@ pub fn run(args: Args) -> Result<()> {
             "`-` (standard input) can be given once: it holds one measurement document",
         ));
     }
+    if let Some(done) = report_models(&args)? {
+        return Ok(done);
+    }
     let measurements = args
         .files
         .iter()
@@ -77,6 +80,68 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `lab report` of model measurements (`lab measure --model`): each document's rows and
+/// `lab plan`'s prediction beside the measured figures (text), or the documents (`--json`).
+/// `None` when no file is a model measurement (the synthetic report runs).
+///
+/// # Errors
+/// Usage (exit 2) when model and synthetic documents are mixed, for `--svg` or `--markdown`
+/// (not drawn for model measurements), and for a model document that does not read.
+fn report_models(args: &Args) -> Result<Option<()>> {
+    let mut docs = Vec::new();
+    let mut others = 0;
+    for path in &args.files {
+        if super::is_stdin(path) {
+            others += 1;
+            continue;
+        }
+        let bytes = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() <= lab::document::MAX_DOCUMENT_BYTES => {
+                std::fs::read(path).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        if lab::measure_model::is_model_document(&bytes) {
+            let doc = lab::measure_model::parse(&bytes).map_err(|e| {
+                lab::Error::usage(format!(
+                    "{}: {e}",
+                    lab::text::one_line(&path.display().to_string())
+                ))
+            })?;
+            docs.push((path, doc));
+        } else {
+            others += 1;
+        }
+    }
+    if docs.is_empty() {
+        return Ok(None);
+    }
+    if others > 0 {
+        return Err(lab::Error::usage(
+            "lab report shows synthetic measurements or model measurements (lab measure --model), not both at once: give one kind",
+        ));
+    }
+    if args.svg.is_some() || args.markdown {
+        return Err(lab::Error::usage(
+            "--svg and --markdown are for synthetic measurements; a model measurement is reported as text or --json",
+        ));
+    }
+    if args.json {
+        let all: Vec<&lab::document::model_run::ModelDocument> =
+            docs.iter().map(|(_, d)| d).collect();
+        return print_json(&all).map(Some);
+    }
+    let mut text = Vec::new();
+    for (path, doc) in &docs {
+        text.push(format!(
+            "{}:",
+            lab::text::one_line(&path.display().to_string())
+        ));
+        text.push(lab::measure_model::summary_text(doc).trim_end().to_owned());
+    }
+    emit(&text).map(Some)
 }
 
 /// The measurement document on standard input (`lab report -`), checked as a file is.

@@ -14,6 +14,8 @@
 //! - `phases` ([`PhaseRow`], one per protocol step, named by [`Phase`]);
 //! - `graph` ([`graph::GraphSection`]), optional: the CUDA-graph floor (`--graph-replays`).
 //!
+//! [`model_run`] holds the sibling document of `lab measure --model` (a real decoder).
+//!
 //! It depends on no other measurement module (not on the worker, the measurement run or the
 //! report), so that every one of them can depend on it.
 
@@ -23,6 +25,7 @@ mod environment;
 mod file;
 pub mod graph;
 mod model;
+pub mod model_run;
 mod phase;
 pub mod schema;
 

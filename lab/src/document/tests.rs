@@ -222,3 +222,8 @@ fn the_longest_document_fits_the_reader() {
     assert!(bytes + (4 << 20) <= MAX_DOCUMENT_BYTES, "{bytes}");
     assert!(crate::values::repetitions(&(max + 1).to_string()).is_err());
 }
+
+/// The environment of [`sample_json`] (an H200), for documents built in tests.
+pub(crate) fn sample_environment() -> MeasurementEnvironment {
+    parse(sample_json(64, 4).as_bytes()).unwrap().environment
+}

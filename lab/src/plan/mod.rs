@@ -230,9 +230,13 @@ pub fn plan(
     )
 }
 
-/// [`plan`] for a model already read.
+/// [`plan`] for a model already read ([`model::read`]); `request.model` is only named, not
+/// read again (`lab measure --model` plans the folder it measures, read once).
+///
+/// # Errors
+/// As [`plan`], except the reading of the model.
 #[allow(clippy::too_many_arguments)]
-fn plan_model(
+pub fn plan_model(
     model: &Model,
     request: &Request,
     catalog: &Catalog,
@@ -241,6 +245,9 @@ fn plan_model(
     accepted_results: Option<u64>,
     only_gpu: Option<&str>,
 ) -> Result<Plan> {
+    if request.batch == 0 || request.context == 0 {
+        return Err(Error::usage("--batch and --context must be at least 1"));
+    }
     let arch = &model.architecture;
     let summary = &model.headers;
     let too_big = || {

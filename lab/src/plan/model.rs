@@ -16,6 +16,11 @@ pub struct Model {
     pub config_path: PathBuf,
     /// The folder whose safetensors were looked for; `None` when a `config.json` was given.
     pub folder: Option<PathBuf>,
+    /// The `config.json` text as read (its SHA-256 is the measurement's config digest).
+    pub config_text: String,
+    /// The `config.json` parsed (strictly: no key given twice), for the fields a forward needs
+    /// beyond the architecture (`lab measure --model`'s [`crate::decoder`]).
+    pub config: serde_json::Value,
     /// The architecture the config describes.
     pub architecture: Architecture,
     /// The safetensors headers' summary, when the folder holds safetensors.
@@ -77,6 +82,8 @@ pub fn read(path: &Path) -> Result<Model> {
         path: path.to_path_buf(),
         config_path,
         folder,
+        config_text: text,
+        config: value,
         architecture,
         headers,
     })

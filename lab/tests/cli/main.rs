@@ -9,6 +9,7 @@ mod flags;
 mod fleet;
 mod lookalikes;
 mod measure_guard;
+mod measure_model;
 mod messages;
 mod plan;
 mod plan_headers;

@@ -1,0 +1,190 @@
+use super::*;
+use crate::plan::layout::Role;
+
+fn example(name: &str) -> String {
+    let path = format!(
+        "{}/../examples/models/{name}/config.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+const SUPPORTED_EXAMPLES: [(&str, &str); 5] = [
+    ("llama-3.1-8b", "llama"),
+    ("llama-3.2-1b", "llama"),
+    ("mistral-7b-v0.1", "mistral"),
+    ("qwen2.5-0.5b", "qwen2"),
+    ("qwen3-0.6b", "qwen3"),
+];
+
+#[test]
+fn every_supported_example_gives_the_plan_parameter_count_in_layout_order() {
+    for (name, family) in SUPPORTED_EXAMPLES {
+        let text = example(name);
+        let spec = from_config(&text).unwrap();
+        assert_eq!(spec.family, family, "{name}");
+        let arch = family::read(&serde_json::from_str(&text).unwrap()).unwrap();
+        let planned = arch.parameter_counts().narrow().unwrap().total();
+        assert_eq!(u128::from(spec.parameters()), planned, "{name}");
+        // Same tensors, same order as the plan's allocator replay (buffers aside).
+        let mut order = Vec::new();
+        arch.tensors(&mut |t| {
+            if !matches!(t.role, Role::Buffer(_)) {
+                order.push(t.elements);
+            }
+        });
+        let ours: Vec<u64> = spec
+            .tensors
+            .iter()
+            .map(|t| t.shape.iter().product())
+            .collect();
+        assert_eq!(ours, order, "{name}");
+    }
+}
+
+#[test]
+fn rotary_facts_are_read_as_written() {
+    let llama = from_config(&example("llama-3.1-8b")).unwrap();
+    assert_eq!(llama.rope_theta, 500_000.0);
+    assert_eq!(llama.rms_norm_eps, 1e-5);
+    assert_eq!(
+        llama.rope_scaling,
+        RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192.0
+        }
+    );
+    assert!(!llama.tied_embeddings && !llama.qk_norm && !llama.qkv_bias);
+    assert_eq!(llama.tensors.last().unwrap().name, "lm_head.weight");
+    let qwen3 = from_config(&example("qwen3-0.6b")).unwrap();
+    assert_eq!(qwen3.rope_scaling, RopeScaling::Default);
+    assert!(qwen3.qk_norm && qwen3.tied_embeddings && !qwen3.qkv_bias);
+    assert_eq!(qwen3.tensors.last().unwrap().name, "model.norm.weight");
+    let qwen2 = from_config(&example("qwen2.5-0.5b")).unwrap();
+    assert!(qwen2.qkv_bias && !qwen2.o_bias);
+    assert!(qwen2.windows.iter().all(Option::is_none));
+    let mistral = from_config(&example("mistral-7b-v0.1")).unwrap();
+    assert!(mistral.windows.iter().all(|w| *w == Some(4096)));
+}
+
+#[test]
+fn rope_parameters_of_transformers_5_are_read_too() {
+    let mut v: Value = serde_json::from_str(&example("llama-3.2-1b")).unwrap();
+    let o = v.as_object_mut().unwrap();
+    o.remove("rope_theta");
+    let scaling = o.remove("rope_scaling").unwrap();
+    let mut params = scaling.clone();
+    params["rope_theta"] = 123_456.0.into();
+    o.insert("rope_parameters".into(), params);
+    let spec = from_config(&v.to_string()).unwrap();
+    assert_eq!(spec.rope_theta, 123_456.0);
+    assert!(matches!(spec.rope_scaling, RopeScaling::Llama3 { factor, .. } if factor == 32.0));
+}
+
+#[test]
+fn other_families_and_unsupported_settings_are_refused_by_name() {
+    for (name, family) in [
+        ("gemma-2-2b", "gemma2"),
+        ("gemma-3-1b", "gemma3_text"),
+        ("phi-3-mini-4k", "phi3"),
+        ("mixtral-8x7b", "mixtral"),
+        ("deepseek-v2-lite", "deepseek_v2"),
+    ] {
+        let e = from_config(&example(name)).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{name}");
+        assert!(e.to_string().contains(&format!("\"{family}\"")), "{e}");
+    }
+    let base: Value = serde_json::from_str(&example("llama-3.2-1b")).unwrap();
+    let with = |key: &str, value: Value| {
+        let mut v = base.clone();
+        if value.is_null() {
+            v.as_object_mut().unwrap().remove(key);
+        } else {
+            v[key] = value;
+        }
+        from_config(&v.to_string()).unwrap_err().to_string()
+    };
+    assert!(with("rope_theta", Value::Null).contains("\"rope_theta\""));
+    assert!(with("rms_norm_eps", Value::Null).contains("\"rms_norm_eps\""));
+    assert!(with("rms_norm_eps", (-1.0).into()).contains("positive number"));
+    assert!(with("hidden_act", "gelu".into()).contains("hidden_act"));
+    let yarn = serde_json::json!({"rope_type": "yarn", "factor": 4.0});
+    assert!(with("rope_scaling", yarn).contains("\"yarn\""));
+    let no_factor = serde_json::json!({"rope_type": "linear"});
+    assert!(with("rope_scaling", no_factor).contains("\"factor\""));
+    assert!(with("attention_bias", "yes".into()).contains("true or false"));
+}
+
+#[test]
+fn kv_bytes_per_position_is_two_tensors_per_layer() {
+    let spec = from_config(&example("llama-3.1-8b")).unwrap();
+    // 2 × 32 layers × 8 heads × 128 × 2 bytes = 131,072 bytes (128 KiB per token).
+    assert_eq!(spec.kv_bytes_per_position(2), 131_072);
+}
+
+#[test]
+fn bias_flags_follow_each_family_modeling_file_not_the_config_alone() {
+    // modeling_mistral.py and modeling_qwen2.py build their projections with fixed biases,
+    // whatever `attention_bias` / `mlp_bias` say; Llama reads both, Qwen3 `attention_bias`.
+    let biased = |name: &str| {
+        let mut v: Value = serde_json::from_str(&example(name)).unwrap();
+        v["attention_bias"] = true.into();
+        v["mlp_bias"] = true.into();
+        from_config(&v.to_string()).unwrap()
+    };
+    let bias_names = |spec: &DecoderSpec| -> Vec<String> {
+        spec.tensors
+            .iter()
+            .filter(|t| t.name.starts_with("model.layers.0.") && t.name.ends_with(".bias"))
+            .map(|t| t.name["model.layers.0.".len()..].to_owned())
+            .collect()
+    };
+    let mistral = biased("mistral-7b-v0.1");
+    assert!(!mistral.qkv_bias && !mistral.o_bias && !mistral.mlp_bias);
+    assert!(bias_names(&mistral).is_empty());
+    let qwen2 = biased("qwen2.5-0.5b");
+    assert_eq!(
+        bias_names(&qwen2),
+        [
+            "self_attn.q_proj.bias",
+            "self_attn.k_proj.bias",
+            "self_attn.v_proj.bias"
+        ]
+    );
+    let qwen3 = biased("qwen3-0.6b");
+    assert!(qwen3.qkv_bias && qwen3.o_bias && !qwen3.mlp_bias);
+    assert_eq!(bias_names(&qwen3).len(), 4);
+    let llama = biased("llama-3.2-1b");
+    assert!(llama.qkv_bias && llama.o_bias && llama.mlp_bias);
+    assert_eq!(bias_names(&llama).len(), 7);
+}
+
+#[test]
+fn a_folder_is_read_once_through_the_plan_model() {
+    let folder = format!(
+        "{}/../examples/models/qwen3-0.6b",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let model = crate::plan::model::read(std::path::Path::new(&folder)).unwrap();
+    let spec = from_model(&model).unwrap();
+    assert_eq!(spec, from_config(&model.config_text).unwrap());
+    assert_eq!(
+        u128::from(spec.parameters()),
+        model
+            .architecture
+            .parameter_counts()
+            .narrow()
+            .unwrap()
+            .total()
+    );
+    let gemma = format!(
+        "{}/../examples/models/gemma-2-2b",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let model = crate::plan::model::read(std::path::Path::new(&gemma)).unwrap();
+    let e = from_model(&model).unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    assert!(e.to_string().contains("\"gemma2\""), "{e}");
+}

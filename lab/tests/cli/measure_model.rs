@@ -1,0 +1,370 @@
+//! `lab measure --model` guards through the binary, with fake workers (no GPU, no libtorch):
+//! the flag rules, an unsupported family, a folder without safetensors, an existing output,
+//! a missing worker, no GPU, out of memory (exit codes, one line, no file) and the document
+//! written from a worker's answer (valid against `lab/schema/model-measurement.schema.json`).
+
+use super::support::{fake_worker, lab, repo_root};
+use std::path::{Path, PathBuf};
+
+fn model(name: &str) -> String {
+    repo_root()
+        .join("examples/models")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn args(model_dir: &str, output: &Path, worker: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "measure",
+        "--device",
+        "cuda:0",
+        "--model",
+        model_dir,
+        "--batch",
+        "1",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "2",
+        "--repeats",
+        "2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(["--output".into(), output.display().to_string()]);
+    a.extend(["--worker".into(), worker.display().to_string()]);
+    a
+}
+
+/// Exit `code`, one stderr line naming `needle`, nothing on stdout, no file in `dir`.
+fn refused(args: &[String], dir: &Path, code: i32, needle: &str) {
+    let before = files(dir);
+    let out = lab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains(&needle.to_lowercase()),
+        "'{needle}' not in {stderr}"
+    );
+    assert_eq!(files(dir), before, "a file was written");
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn row(phase: &str, rep: Option<u64>, base: u64, end: u64) -> serde_json::Value {
+    serde_json::json!({
+        "phase": phase, "repetition": rep, "tokens": 1,
+        "wall_seconds": 0.001, "gpu_seconds": 0.0005,
+        "baseline_allocated_bytes": base, "baseline_reserved_bytes": base,
+        "end_allocated_bytes": end, "end_reserved_bytes": end,
+        "peak_allocated_bytes": end + 4096, "peak_reserved_bytes": end + 4096
+    })
+}
+
+fn fake_model_measurement(graph: bool) -> String {
+    let w = 1_000_000u64;
+    let mut phases = vec![
+        row("model_load", None, 0, w),
+        row("inputs", None, w, w + 512),
+        row("kv_cache", None, w + 512, 2 * w),
+        row("cold_prefill", None, 2 * w, 2 * w),
+        row("warmup", None, 2 * w, 2 * w),
+        row("warm_prefill", Some(1), 2 * w, 2 * w),
+        row("warm_prefill", Some(2), 2 * w, 2 * w),
+        row("decode", Some(1), 2 * w, 2 * w),
+        row("decode", Some(2), 2 * w, 2 * w),
+    ];
+    if graph {
+        phases.push(row("graph_capture", None, 2 * w, 2 * w));
+        phases.push(row("graph_decode", Some(1), 2 * w, 2 * w));
+        phases.push(row("graph_decode", Some(2), 2 * w, 2 * w));
+    }
+    serde_json::json!({"model_measurement": {
+        "environment": {
+            "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
+            "device_count": 1,
+            "device": {"index": 0, "name": "Fake GPU", "compute_capability": "9.0",
+                       "total_memory_bytes": 150_109_880_320u64, "multiprocessor_count": 132},
+            "device_problem": null, "tf32_matmul_allowed": false
+        },
+        "phases": phases
+    }})
+    .to_string()
+}
+
+#[test]
+fn flags_are_checked_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = dir.path().join("no-worker");
+    let llama = model("llama-3.1-8b");
+    // --width belongs to the synthetic MLP.
+    let mut a = args(&llama, &out, &worker, &["--random-weights"]);
+    a.extend(["--width".into(), "64".into()]);
+    refused(&a, dir.path(), 2, "--width");
+    // --random-weights, --graph, --input-tokens need --model.
+    for flag in ["--random-weights", "--graph"] {
+        let a: Vec<String> = [
+            "measure",
+            "--device",
+            "cuda:0",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--width",
+            "8",
+            flag,
+            "--output",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.display().to_string()])
+        .collect();
+        refused(&a, dir.path(), 2, "--model");
+    }
+    // No output length.
+    let mut a = args(&llama, &out, &worker, &["--random-weights"]);
+    let i = a.iter().position(|x| x == "--output-tokens").unwrap();
+    a.drain(i..i + 2);
+    refused(&a, dir.path(), 2, "--output-tokens");
+    // --context no larger than the prompt.
+    a.extend(["--context".into(), "8".into()]);
+    refused(&a, dir.path(), 2, "no decode step");
+    // A CPU is never measured.
+    let mut a = args(&llama, &out, &worker, &["--random-weights"]);
+    a[2] = "cpu".into();
+    refused(&a, dir.path(), 2, "never falls back");
+}
+
+#[test]
+fn the_model_is_checked_before_the_worker_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    // A worker that would fail loudly if it were ever started.
+    let worker = fake_worker(dir.path(), "w", "started", "", 9);
+    refused(
+        &args(&model("mixtral-8x7b"), &out, &worker, &["--random-weights"]),
+        dir.path(),
+        2,
+        "\"mixtral\"",
+    );
+    refused(
+        &args(&model("llama-3.1-8b"), &out, &worker, &[]),
+        dir.path(),
+        2,
+        "--random-weights",
+    );
+    let empty = tempfile::tempdir().unwrap();
+    refused(
+        &args(
+            &empty.path().display().to_string(),
+            &out,
+            &worker,
+            &["--random-weights"],
+        ),
+        dir.path(),
+        2,
+        "no config.json",
+    );
+    // An existing output is never overwritten.
+    std::fs::write(&out, "keep").unwrap();
+    refused(
+        &args(&model("qwen3-0.6b"), &out, &worker, &["--random-weights"]),
+        dir.path(),
+        2,
+        "exists",
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep");
+}
+
+#[test]
+fn worker_failures_are_typed_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let qwen = model("qwen3-0.6b");
+    refused(
+        &args(
+            &qwen,
+            &out,
+            &dir.path().join("absent"),
+            &["--random-weights"],
+        ),
+        dir.path(),
+        2,
+        "not installed",
+    );
+    let no_gpu = fake_worker(
+        dir.path(),
+        "no-gpu",
+        "",
+        r#"{"error":{"kind":"no_cuda_device","message":"no CUDA device: libtorch sees no GPU"}}"#,
+        0,
+    );
+    refused(
+        &args(&qwen, &out, &no_gpu, &["--random-weights"]),
+        dir.path(),
+        2,
+        "no cuda device",
+    );
+    let oom = fake_worker(
+        dir.path(),
+        "oom",
+        "",
+        r#"{"error":{"kind":"out_of_memory","message":"out of memory on cuda:0 during kv_cache"}}"#,
+        0,
+    );
+    refused(
+        &args(&qwen, &out, &oom, &["--random-weights"]),
+        dir.path(),
+        1,
+        "out of memory",
+    );
+    // A synthetic-measurement answer to a model request is not accepted.
+    let wrong = fake_worker(
+        dir.path(),
+        "wrong",
+        "",
+        &super::support::fake_measurement(),
+        0,
+    );
+    refused(
+        &args(&qwen, &out, &wrong, &["--random-weights"]),
+        dir.path(),
+        1,
+        "another question",
+    );
+    // Rows that do not match the workload (no graph rows although --graph was asked).
+    let short = fake_worker(dir.path(), "short", "", &fake_model_measurement(false), 0);
+    refused(
+        &args(&qwen, &out, &short, &["--random-weights", "--graph"]),
+        dir.path(),
+        1,
+        "not a valid model measurement",
+    );
+}
+
+#[test]
+fn a_worker_answer_becomes_a_document_valid_against_its_schema_with_the_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "ok", "", &fake_model_measurement(true), 0);
+    let a = args(
+        &model("qwen3-0.6b"),
+        &out,
+        &worker,
+        &["--random-weights", "--graph", "--dtype", "bfloat16"],
+    );
+    let run = lab().args(&a).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("lab plan predicted vs measured"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("graph decode: median 500.0 µs"), "{stdout}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "iteragpu-lab/model-measurement/v1");
+    assert_eq!(doc["model"]["family"], "qwen3");
+    assert_eq!(doc["model"]["weights_source"], "random");
+    assert_eq!(doc["model"]["parameters"], 596_049_920u64);
+    assert_eq!(doc["workload"]["context"], 10);
+    let memory = doc["prediction"]["memory"].as_array().unwrap();
+    assert_eq!(memory[0]["figure"], "weights_allocated_bytes");
+    assert_eq!(memory[0]["measured_bytes"], 1_000_000);
+    // kv: 10 positions × 28 layers × 2 × 8 heads × 128 × 2 bytes.
+    assert_eq!(memory[2]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
+    assert!(doc["prediction"]["time"].is_null());
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // A document with a figure removed is not valid: the schema is not empty.
+    let mut broken = doc.clone();
+    broken["model"]
+        .as_object_mut()
+        .unwrap()
+        .remove("config_sha256");
+    assert!(!validator.is_valid(&broken));
+}
+
+#[test]
+fn lab_report_shows_the_prediction_beside_the_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "ok", "", &fake_model_measurement(false), 0);
+    let a = args(&model("llama-3.2-1b"), &out, &worker, &["--random-weights"]);
+    assert!(lab().args(&a).output().unwrap().status.success());
+    let report = lab()
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(
+        text.contains("weights_allocated_bytes  predicted"),
+        "{text}"
+    );
+    assert!(text.contains("measured        1000000 B"), "{text}");
+    assert!(
+        text.contains("eager decode: median 500.0 µs per step"),
+        "{text}"
+    );
+    // Mixed kinds are refused; --svg is not drawn for a model measurement.
+    let synthetic = dir.path().join("s.json");
+    std::fs::write(&synthetic, super::support::fake_measurement()).unwrap();
+    let mixed = lab()
+        .args(["report", out.to_str().unwrap(), synthetic.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(mixed.status.code(), Some(2));
+    let svg = lab()
+        .args([
+            "report",
+            out.to_str().unwrap(),
+            "--svg",
+            dir.path().join("c.svg").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(svg.status.code(), Some(2));
+    // A model document whose rows do not match its workload is refused by name.
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    doc["workload"]["repeats"] = 5.into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let r = lab()
+        .args(["report", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("warm_prefill rows"));
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""The worker's decoder forward against transformers', on the CPU, for tiny random configs.
+
+For each case: build the transformers model (eager attention) from a tiny config, give every
+parameter a seeded random value (norm weights around 1, biases non-zero, so that every term
+of the forward shows), save it with `save_pretrained` (config.json + model.safetensors), ask
+`lab-torch-worker` for its logits on that folder through the test-only `cpu_logits` request
+(prefill of a prompt, then decode steps one token at a time through the static KV cache),
+and compare with transformers' logits of the whole sequence in one forward. Negative
+controls (a feature removed from the saved config after transformers ran) must fail by a wide
+margin, so that a comparison blind to that feature would be noticed.
+
+Tolerance, per dtype, on max|ours - theirs| / max|theirs| over all logits:
+float32 1e-4 (reordered float32 sums); bfloat16 3e-2 (8-bit mantissa: both sides round every
+intermediate to bfloat16, at different places).
+
+Usage: decoder_numerics.py WORKER   (in a venv with torch 2.11.0 and transformers 5.17.0;
+LD_LIBRARY_PATH must reach torch's lib folder). Exit 0 when every case is within tolerance.
+Run by `cargo xtask verify` (step "worker numerics").
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2}
+
+BASE = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=101,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=64,
+    hidden_act="silu",
+)
+
+CASES = {
+    # Llama 3.1 rope scaling (short original context so every band of the scaling shows),
+    # biases everywhere, untied head.
+    "llama-llama3-rope-biases": dict(
+        model_type="llama",
+        rope_theta=500000.0,
+        rope_scaling=dict(
+            rope_type="llama3",
+            factor=8.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=16,
+        ),
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=False,
+    ),
+    # Linear scaling, tied embeddings, multi-head (no grouping).
+    "llama-linear-rope-tied": dict(
+        model_type="llama",
+        rope_theta=10000.0,
+        rope_scaling=dict(rope_type="linear", factor=2.0),
+        num_key_value_heads=4,
+        tie_word_embeddings=True,
+    ),
+    # Sliding window shorter than the prompt.
+    "mistral-sliding-window": dict(
+        model_type="mistral",
+        rope_theta=10000.0,
+        sliding_window=4,
+        head_dim=16,
+        tie_word_embeddings=False,
+    ),
+    # q/k/v biases, tied embeddings.
+    "qwen2-qkv-bias": dict(
+        model_type="qwen2",
+        rope_theta=1000000.0,
+        use_sliding_window=False,
+        tie_word_embeddings=True,
+    ),
+    # Per-head q/k norms, head_dim unrelated to hidden / heads, one kv head.
+    "qwen3-qk-norm": dict(
+        model_type="qwen3",
+        rope_theta=1000000.0,
+        head_dim=32,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+    ),
+}
+
+BATCH, PROMPT, STEPS = 2, 7, 4
+# Greedy tokens chosen by the worker's own in-place decode step (float32), against
+# transformers' greedy `generate` from the same sequence.
+GREEDY = 6
+
+# Negative controls (float32): the saved config.json is changed after transformers computed
+# its logits, so the worker runs another architecture; each must then be far outside the
+# tolerance, which shows the comparison sees that feature.
+CONTROLS = {
+    "mistral-sliding-window": ("sliding window removed", lambda c: c.update(sliding_window=None)),
+    "llama-llama3-rope-biases": (
+        "llama3 rope scaling dropped",
+        lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+    ),
+    "qwen3-qk-norm": ("rms_norm_eps x 1e5", lambda c: c.update(rms_norm_eps=0.1)),
+}
+
+
+def randomise(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float32) * 0.1
+            if "norm" in name:
+                noise = noise + 1.0
+            p.copy_(noise)
+
+
+def run_case(worker, name, overrides, dtype, seed, control=None):
+    fields = dict(BASE)
+    fields.update(overrides)
+    model_type = fields.pop("model_type")
+    config = AutoConfig.for_model(model_type, **fields)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model.eval()
+    randomise(model, seed)
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    model = model.to(torch_dtype)
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(0, fields["vocab_size"], (BATCH, PROMPT + STEPS), generator=g)
+    with torch.no_grad():
+        theirs = model(tokens).logits.float()
+        model.generation_config.eos_token_id = None
+        model.generation_config.pad_token_id = 0
+        generated = model.generate(
+            tokens, max_new_tokens=GREEDY, do_sample=False, attention_mask=torch.ones_like(tokens)
+        )[:, PROMPT + STEPS :].tolist()
+    with tempfile.TemporaryDirectory(prefix="lab-numerics-") as folder:
+        model.save_pretrained(folder, safe_serialization=True)
+        if control is not None:
+            path = os.path.join(folder, "config.json")
+            saved = json.load(open(path))
+            control[1](saved)
+            json.dump(saved, open(path, "w"))
+        probe = {
+            "model": folder,
+            "dtype": dtype,
+            "prompt": tokens[:, :PROMPT].tolist(),
+            "steps": [tokens[:, PROMPT + s].tolist() for s in range(STEPS)],
+            "greedy": GREEDY if dtype == "float32" and control is None else 0,
+        }
+        request = json.dumps({"command": "cpu_logits", "probe": probe})
+        done = subprocess.run(
+            [worker], input=request, capture_output=True, text=True, check=False
+        )
+    line = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode != 0 or not line:
+        raise SystemExit(f"{name}: worker exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+    reply = json.loads(line[-1])
+    if "logits" not in reply:
+        raise SystemExit(f"{name}: worker answered {line[-1][:2000]}")
+    logits = reply["logits"]
+    vocab = logits["vocab"]
+    prefill = torch.tensor(logits["prefill"]).view(BATCH, PROMPT, vocab)
+    steps = torch.stack([torch.tensor(s).view(BATCH, vocab) for s in logits["steps"]], dim=1)
+    ours = torch.cat([prefill, steps], dim=1)
+    scale = theirs.abs().max().item()
+    error = (ours - theirs).abs().max().item() / scale
+    if control is not None:
+        ok = error > 10 * TOLERANCE[dtype]
+        print(
+            f"{'ok  ' if ok else 'FAIL'} {name:<28} control ({control[0]}): max relative "
+            f"error {error:.2e}, must exceed {10 * TOLERANCE[dtype]:.0e}"
+        )
+        return ok
+    ok = error <= TOLERANCE[dtype]
+    if dtype == "float32":
+        same = logits["greedy_tokens"] == generated
+        ok = ok and same
+        print(
+            f"{'ok  ' if same else 'FAIL'} {name:<28} {dtype:<9} greedy decode: {GREEDY} tokens "
+            f"per sequence {'equal' if same else 'differ'} (ours {logits['greedy_tokens']}, "
+            f"transformers {generated})"
+        )
+    print(
+        f"{'ok  ' if ok else 'FAIL'} {name:<28} {dtype:<9} max relative error {error:.2e} "
+        f"(tolerance {TOLERANCE[dtype]:.0e}; logits up to {scale:.3f}; "
+        f"{PROMPT} prompt + {STEPS} decode positions, batch {BATCH})"
+    )
+    return ok
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: decoder_numerics.py WORKER")
+    worker = os.path.abspath(sys.argv[1])
+    torch.set_num_threads(1)
+    results = []
+    for i, (name, overrides) in enumerate(CASES.items()):
+        for dtype in ("float32", "bfloat16"):
+            results.append(run_case(worker, name, overrides, dtype, seed=100 + i))
+        if name in CONTROLS:
+            results.append(
+                run_case(worker, name, overrides, "float32", 100 + i, control=CONTROLS[name])
+            )
+    if not all(results):
+        raise SystemExit(f"{results.count(False)} case(s) outside tolerance")
+
+
+if __name__ == "__main__":
+    main()
