@@ -10,6 +10,7 @@ mod measure_guard;
 mod messages;
 mod price;
 mod process;
+mod readme_tour;
 mod record;
 mod report;
 mod stderr;
