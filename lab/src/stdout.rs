@@ -56,12 +56,122 @@ pub fn lines<S: AsRef<str>>(lines: &[S]) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Runtime`] when `value` cannot be encoded, else as [`print`].
+///
+/// Never a float: a floating-point value (a time read from a measurement document) is written
+/// as a string holding its shortest exact decimal, the digits the document itself holds
+/// (`"0.000091008"`; [`DecimalFloats`]), as every exact value of `lab`'s JSON is.
 pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::runtime(format!("cannot encode the JSON output: {e}")))?;
-    text.push('\n');
-    // Control and format characters from a catalog or a file become JSON escapes.
-    print(&crate::text::json_visible(&text))
+    if CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // Streamed through one buffer (a report of 100,000 rows is tens of MB: no copy of it is
+    // held), flushed at the end; a closed pipe ends quietly as in [`print`].
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, DecimalFloats::new());
+    let written = value
+        .serialize(&mut serializer)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            // Drop what is left in the buffer: its reader is gone.
+            let _ = out.into_parts();
+            Ok(())
+        }
+        Err(e) => {
+            let _ = out.into_parts();
+            Err(Error::runtime(format!("cannot write to standard output: {e}")))
+        }
+    }
+}
+
+/// serde_json's pretty layout (two-space indent), hidden characters in strings (control and
+/// format characters from a catalog or a file, [`crate::text::is_hidden`]) written as JSON
+/// escapes as [`crate::text::json_visible`] does, and every `f32`/`f64` written as a JSON
+/// string of its shortest round-trip decimal (Rust's `Display`: no exponent, e.g.
+/// `"0.00009100800007581713"`, `"1e21"` as `"1000000000000000000000"`). A non-finite value
+/// never reaches it: serde_json writes `null` for those.
+pub struct DecimalFloats(serde_json::ser::PrettyFormatter<'static>);
+
+impl DecimalFloats {
+    /// The formatter, two-space indent.
+    pub fn new() -> Self {
+        DecimalFloats(serde_json::ser::PrettyFormatter::new())
+    }
+}
+
+impl Default for DecimalFloats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl serde_json::ser::Formatter for DecimalFloats {
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
+        write!(w, "\"{value}\"")
+    }
+    fn write_f32<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f32,
+    ) -> std::io::Result<()> {
+        write!(w, "\"{value}\"")
+    }
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // serde_json escapes U+0000..U+001F itself; the other hidden characters are not ASCII
+        // but DEL, so ASCII below DEL goes out as it is.
+        if fragment.bytes().all(|b| b < 0x7f) {
+            return w.write_all(fragment.as_bytes());
+        }
+        w.write_all(crate::text::json_visible(fragment).as_bytes())
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
 }
 
 /// Whether the reader of standard output has gone away (a closed pipe was met).

@@ -139,7 +139,8 @@ pub fn read(path: &Path) -> Result<LoadedMeasurement> {
         return Err(too_large(metadata.len()));
     }
     // Read at most one byte past the cap: a file that grew since `metadata` is still refused.
-    let mut bytes = Vec::new();
+    // Sized from the metadata: one allocation, no copy as the buffer grows.
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0) + 1);
     std::fs::File::open(path)
         .and_then(|file| file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;

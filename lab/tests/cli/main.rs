@@ -13,6 +13,7 @@ mod process;
 mod readme_tour;
 mod record;
 mod report;
+mod report_inputs;
 mod results;
 mod stderr;
 mod stdout;
