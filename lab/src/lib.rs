@@ -19,9 +19,11 @@
 //! Where text rendering lives, one rule: a rendering with logic of its own (which rows, how
 //! grouped or rounded, a chart) belongs to its concept's module, as a function that returns a
 //! `String` and is tested there; `cli/<command>.rs` only lays an already computed value's
-//! fields out on lines. Either way no library function writes to standard output itself:
-//! the command prints the text through [`stdout`], which treats a closed pipe as a quiet end
-//! (exit 0) and a failed write as exit 1. Diagnostics go through [`stderr`], which never
+//! fields out on lines. For `report`, `record` and `sweep` all of the command's text lives in
+//! the domain's folder (`record/render.rs`, `sweep/render.rs`, the report's tables and chart);
+//! their `cli/` file holds the flags and the glue only. Either way no library function writes
+//! to standard output itself: the command prints the text through [`stdout`], which treats a
+//! closed pipe as a quiet end (exit 0) and a failed write as exit 1. Diagnostics go through [`stderr`], which never
 //! panics on a failed write (the exit code stays the command's own).
 
 // Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
@@ -43,10 +45,8 @@ pub mod output;
 pub mod plan;
 pub mod pricing;
 pub mod record;
-pub mod record_rules;
 pub mod report;
 pub mod results;
-pub mod search;
 pub mod stderr;
 pub mod stdout;
 pub mod sweep;

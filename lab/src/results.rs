@@ -2,7 +2,7 @@
 //! was spent, the accepted results, the cost per accepted result over all runs, and which runs
 //! lack a measurement.
 //!
-//! Every row is checked by the rules `lab record` writes with ([`crate::record_rules`]); a row
+//! Every row is checked by the rules `lab record` writes with ([`crate::record::rules`]); a row
 //! that breaks one is refused by line (exit 2), never counted as something it does not say.
 //!
 //! **Purchases.** The grid has no purchase column: a row names its package (GPU, days, lots).
@@ -142,7 +142,7 @@ pub fn parse_grid(
             ))));
         }
         let row = row_of(&record).map_err(at)?;
-        crate::record_rules::check_row(&row, catalog, now).map_err(at)?;
+        crate::record::rules::check_row(&row, catalog, now).map_err(at)?;
         rows.push((line, row));
     }
     Ok(rows)

@@ -84,7 +84,9 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
         }
         Err(e) => {
             let _ = out.into_parts();
-            Err(Error::runtime(format!("cannot write to standard output: {e}")))
+            Err(Error::runtime(format!(
+                "cannot write to standard output: {e}"
+            )))
         }
     }
 }

@@ -8,17 +8,12 @@
 //! `end`, `limit_found`).
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lab::document::Configuration;
 use lab::fleet::Devices;
 use lab::output::write_new;
 use lab::stdout::{json as print_json, lines as emit};
-use lab::sweep::{
-    run_sweep, Bounds, Dimension, Event, PointOutcome, SweepEnd, SweepResult, WorkerRunner,
-};
-use lab::units::{gib, mib};
+use lab::sweep::{render, run_sweep, Bounds, Dimension, Event, SweepEnd, WorkerRunner};
 use lab::values;
 use lab::{Error, Result};
-use rust_decimal::{Decimal, RoundingStrategy};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -177,17 +172,7 @@ pub fn run(args: Args) -> Result<()> {
                 progress.set_message(format!("point {step}: {dimension}={value} | {last}"));
             }
             Event::Finished(point) => {
-                last = match &point.outcome {
-                    PointOutcome::Fitted(f) => format!(
-                        "{dimension}={} fitted, peak reserved {} GiB ({} % of the device)",
-                        point.value,
-                        gib(f.peak_reserved_bytes, 2),
-                        percent(f.peak_reserved_share())
-                    ),
-                    PointOutcome::OutOfMemory { .. } => {
-                        format!("{dimension}={} out of memory", point.value)
-                    }
-                };
+                last = render::point_line(dimension, point);
                 let line = format!("  step {}: {last}", point.step);
                 // Without a terminal the bar is hidden (and so are its printed lines): log plainly.
                 if progress.is_hidden() {
@@ -224,14 +209,14 @@ pub fn run(args: Args) -> Result<()> {
     write_new(&summary_path, &summary)?;
 
     if args.json {
-        print_json(&json_summary(
+        print_json(&render::json_summary(
             &result,
             &flags,
             &args.output_dir,
             &summary_path,
         ))?;
     } else {
-        emit(&[text_summary(&result, &shown, &summary_path)
+        emit(&[render::text_summary(&result, &shown, &summary_path)
             .trim_end()
             .to_owned()])?;
     }
@@ -270,180 +255,5 @@ fn create_new_dir(dir: &Path) -> Result<()> {
         } else {
             Error::usage(format!("cannot create {}: {e}", dir.display()))
         }
-    })
-}
-
-/// A share (0.5 = half) as a percentage with 2 decimals, half-to-even.
-fn percent(share: Decimal) -> Decimal {
-    let mut value = (share * Decimal::ONE_HUNDRED)
-        .round_dp_with_strategy(2, RoundingStrategy::MidpointNearestEven);
-    value.rescale(2);
-    value
-}
-
-fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path) -> String {
-    use std::fmt::Write as _;
-    let d = result.dimension;
-    let mut out = String::new();
-    let fixed: Vec<String> = [
-        (Dimension::Batch, "batch", flags.batch),
-        (Dimension::Context, "context", flags.context),
-        (Dimension::Width, "width", flags.width),
-    ]
-    .iter()
-    .filter(|(dim, _, _)| *dim != d)
-    .map(|(_, name, value)| format!("{name} {value}"))
-    .collect();
-    let _ = writeln!(
-        out,
-        "sweep of {d} from {} to {} on {} ({}, {}, warmup {}, repeats {})",
-        result.bounds.from,
-        result.bounds.to,
-        flags.device,
-        fixed.join(", "),
-        flags.dtype.name(),
-        flags.warmup,
-        flags.repeats
-    );
-    let header = [
-        "step",
-        d.as_str(),
-        "status",
-        "peak alloc MiB",
-        "peak res MiB",
-        "res % of device",
-        "warm fwd ms",
-    ];
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-    rows.extend(
-        result
-            .points_by_value()
-            .into_iter()
-            .map(|p| match &p.outcome {
-                PointOutcome::Fitted(f) => vec![
-                    p.step.to_string(),
-                    p.value.to_string(),
-                    "fitted".to_string(),
-                    mib(f.peak_allocated_bytes, 2).to_string(),
-                    mib(f.peak_reserved_bytes, 2).to_string(),
-                    percent(f.peak_reserved_share()).to_string(),
-                    f.warm_forward_median_wall_seconds
-                        .map_or_else(|| "-".to_string(), |s| format!("{:.3}", s * 1e3)),
-                ],
-                PointOutcome::OutOfMemory { .. } => vec![
-                    p.step.to_string(),
-                    p.value.to_string(),
-                    "out of memory".to_string(),
-                    "-".to_string(),
-                    "-".to_string(),
-                    "-".to_string(),
-                    "-".to_string(),
-                ],
-            }),
-    );
-    for line in lab::table::align(&rows, |i| i == 2) {
-        let _ = writeln!(out, "  {line}");
-    }
-    if let Some(reason) = result.end.stop_reason() {
-        let _ = writeln!(
-            out,
-            "sweep STOPPED EARLY ({reason}): the search did not finish, the {d} limit was NOT found"
-        );
-    }
-    let limit_found = result.limit_found();
-    match result.largest_fitted() {
-        Some((point, f)) => {
-            let what = if limit_found {
-                format!("largest {d} that fitted")
-            } else {
-                format!("largest {d} that fitted before the stop (NOT the limit)")
-            };
-            let _ = writeln!(
-                out,
-                "{what}: {} (peak reserved {} GiB = {} % of the device's {} GiB)",
-                point.value,
-                gib(f.peak_reserved_bytes, 2),
-                percent(f.peak_reserved_share()),
-                gib(f.total_memory_bytes, 2)
-            );
-        }
-        None if limit_found => {
-            let _ = writeln!(
-                out,
-                "no {d} fitted (not even --from {})",
-                result.bounds.from
-            );
-        }
-        None => {
-            let _ = writeln!(out, "no {d} fitted before the stop");
-        }
-    }
-    match (result.smallest_out_of_memory(), limit_found) {
-        (Some(v), true) => {
-            let _ = writeln!(out, "smallest {d} that ran out of memory: {v}");
-        }
-        (Some(v), false) => {
-            let _ = writeln!(
-                out,
-                "smallest {d} that ran out of memory before the stop: {v}"
-            );
-        }
-        (None, true) => {
-            let _ = writeln!(
-                out,
-                "no point ran out of memory up to --to {}",
-                result.bounds.to
-            );
-        }
-        (None, false) => {
-            let _ = writeln!(
-                out,
-                "no point ran out of memory before the stop (the sweep did not reach --to {})",
-                result.bounds.to
-            );
-        }
-    }
-    let _ = writeln!(out, "summary: {}", summary.display());
-    out
-}
-
-fn json_summary(
-    result: &SweepResult,
-    flags: &Configuration,
-    dir: &Path,
-    summary: &Path,
-) -> serde_json::Value {
-    let largest = result.largest_fitted().map(|(point, f)| {
-        serde_json::json!({
-            "value": point.value,
-            "file": f.file,
-            "peak_allocated_bytes": f.peak_allocated_bytes,
-            "peak_reserved_bytes": f.peak_reserved_bytes,
-            "total_memory_bytes": f.total_memory_bytes,
-            "peak_reserved_share": f.peak_reserved_share().to_string(),
-        })
-    });
-    let points: Vec<_> = result.points_by_value().into_iter().collect();
-    // The fixed flags; the varied one is null (its range is `bounds`).
-    let mut fixed = serde_json::to_value(flags).unwrap_or(serde_json::Value::Null);
-    if let Some(object) = fixed.as_object_mut() {
-        object.insert(
-            result.dimension.as_str().to_owned(),
-            serde_json::Value::Null,
-        );
-    }
-    serde_json::json!({
-        "dimension": result.dimension,
-        "bounds": result.bounds,
-        "flags": fixed,
-        "end": result.end.as_str(),
-        "limit_found": result.limit_found(),
-        "stopped_at": result.end.stopped_at(),
-        "stop_reason": result.end.stop_reason(),
-        "output_dir": dir,
-        "summary_csv": summary,
-        "points": points,
-        "largest_fitted": largest,
-        "smallest_out_of_memory": result.smallest_out_of_memory(),
     })
 }

@@ -5,7 +5,7 @@
 //! Bounds (each refusal says the bound it broke):
 //! - `run_id`: 1 to [`MAX_RUN_ID_CHARS`] characters;
 //! - `date_utc`: `YYYY-MM-DDTHH:MM:SSZ`, from [`EARLIEST_RUN_DATE`] to one hour after this
-//!   machine's clock ([`super::record::FUTURE_TOLERANCE`]);
+//!   machine's clock ([`super::FUTURE_TOLERANCE`]);
 //! - `measurement_file` and `measurement_sha256`: both or neither; a file name (no `/`) and 64
 //!   lowercase hexadecimal digits;
 //! - `gpu`, `days`, `lots`: a package of the catalog (1 lot at least);
@@ -13,17 +13,20 @@
 //! - `threshold`: a direction and a number, `>=0.92` (`>=`, `>`, `<=`, `<`, `≥` or `≤`, spaces
 //!   allowed around the number), at most [`MAX_NUMBER_CHARS`] characters;
 //! - `observed`: a number (`0.95`, `-1e5`), at most [`MAX_NUMBER_CHARS`] characters;
-//! - `outcome`: one of [`super::record::OUTCOMES`];
+//! - `outcome`: one of [`super::OUTCOMES`];
+//! - the measurement's GPU (the document's `device_name`) is the package's ([`device_is`]),
+//!   checked by `lab record`, which has the document; a mismatch is recorded only with
+//!   `--measured-on-other-gpu`, as [`mismatch_note`] at the start of `notes`;
 //! - across columns: accepted results only on a `completed` run; a run whose observed value
 //!   does not meet its own threshold has no accepted result and is not `completed` (the
 //!   protocol's `rejected` is exactly "completed but below the threshold"), and a run that
 //!   meets it is not `rejected`.
 //!
-//! Every cell also goes through [`super::record::check_cell`] (one line of visible text that a
+//! Every cell also goes through [`super::check_cell`] (one line of visible text that a
 //! spreadsheet will not run as a formula).
 
+use super::{check_cell, check_date_utc, GridRow, OUTCOMES};
 use crate::catalog::Catalog;
-use crate::record::{check_cell, check_date_utc, GridRow, OUTCOMES};
 use crate::{Error, Result};
 use rust_decimal::Decimal;
 use std::str::FromStr;
@@ -217,7 +220,7 @@ pub fn check_row(row: &GridRow, catalog: &Catalog, now: time::OffsetDateTime) ->
             crate::text::excerpt(&row.outcome)
         )));
     }
-    crate::record::check_outcome_and_accepted(&row.outcome, row.accepted_results)?;
+    super::check_outcome_and_accepted(&row.outcome, row.accepted_results)?;
     if let (Some(t), Some(o), Some(t_text), Some(o_text)) =
         (threshold, observed, &row.threshold, &row.observed)
     {
@@ -254,7 +257,7 @@ pub fn check_date_bounds(date: &str, now: time::OffsetDateTime) -> Result<()> {
              kit can have ended (its first release is of 2026); check the year"
         )));
     }
-    crate::record::check_not_in_future(date, now)
+    super::check_not_in_future(date, now)
 }
 
 /// The words of a catalog GPU id that the name a runtime reports for that GPU holds, e.g.
@@ -280,6 +283,13 @@ const DEVICE_WORDS: [(&str, &[&str]); 15] = [
     ("mi300x", &["mi300x"]),
     ("mi325x", &["mi325x"]),
 ];
+
+/// The note that starts a row's `notes` when its measurement was taken on another GPU than
+/// its package's (`lab record --measured-on-other-gpu`), e.g. `measured on NVIDIA H200, not
+/// on the package's GPU b200 (NVIDIA B200 180 GB)`.
+pub fn mismatch_note(device_name: &str, gpu: &str, model: &str) -> String {
+    format!("measured on {device_name}, not on the package's GPU {gpu} ({model})")
+}
 
 /// Whether a device named `device_name` (as a measurement document records it) is a GPU of
 /// the catalog id `gpu`: every word of the id ([`DEVICE_WORDS`]; for an id not listed there,

@@ -1,0 +1,176 @@
+//! Reading measurement documents back: tables per phase, the analytic prediction, Markdown and
+//! an SVG chart.
+//!
+//! The documents are read by [`crate::document::read`] (the one reader, shared with `lab
+//! record`); this module only renders them.
+//!
+//! The prediction ([`predict`]) is `lab measure`'s own ([`SyntheticModel`]'s
+//! `predicted_*` methods: tensors rounded to the allocator's 512-byte blocks, cuBLAS workspace
+//! left out), added to each row's measured baseline: weights for `model_load`, the input for
+//! `inputs`, one output at the end of a forward and the forward's predicted peak extra at its
+//! peak. The cold forward typically ends above it by the cuBLAS workspace.
+//!
+//! A document with a `graph` object (the CUDA-graph floor, docs/PROTOCOL.md §4.6) adds its
+//! lines after the tables: those of `lab measure`'s own summary ([`graph::summary_text`](crate::document::graph::summary_text)),
+//! one set per file, the eager time being the median GPU time of the file's `warm_forward`
+//! rows. Without any `graph` object the report is exactly as before.
+//!
+//! The files: this one the report and its rows ([`build_report`]); `prediction` the analytic
+//! prediction; `tables` the text and Markdown tables; `graph` the graph-floor lines; `chart`
+//! the SVG chart (`--json` serializes [`Report`] itself).
+
+mod chart;
+#[cfg(test)]
+mod extremes;
+mod graph;
+mod prediction;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+pub use chart::{chart_order, memory_axis, render_svg, tick_label, SVG_LEGEND_MAX};
+pub use prediction::{predict, Prediction, PREDICTION_NOTE};
+pub use tables::{render_markdown, render_text};
+
+use crate::document::graph::GraphSection;
+use crate::document::{
+    Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
+};
+use serde::Serialize;
+
+/// A short label of the configuration: `rust float32 b1 c16 w64`.
+pub fn label(document: &Document) -> String {
+    let c = &document.configuration;
+    format!(
+        "{} {} b{} c{} w{}",
+        document.tool.implementation,
+        c.dtype.name(),
+        c.batch,
+        c.context,
+        c.width
+    )
+}
+
+/// One row of a phase table: a measured row of one file with its prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportRow {
+    /// 1-based index of the file in the report.
+    pub file_index: usize,
+    /// The measured row.
+    #[serde(flatten)]
+    pub measured: PhaseRow,
+    /// Predicted end allocated bytes.
+    pub predicted_end_allocated_bytes: u64,
+    /// Predicted peak allocated bytes.
+    pub predicted_peak_allocated_bytes: u64,
+    /// Measured peak allocated minus predicted peak allocated, bytes (may be negative).
+    pub peak_allocated_minus_predicted_bytes: i128,
+    /// FLOP/s from the GPU time (forward phases with a GPU time only).
+    pub achieved_flops_per_second: Option<f64>,
+}
+
+/// One file in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportFile {
+    /// 1-based index, as used in the tables and the chart legend.
+    pub index: usize,
+    /// The file name.
+    pub file: String,
+    /// SHA-256 of the file.
+    pub sha256: String,
+    /// Short configuration label.
+    pub label: String,
+    /// `rust` or `python`.
+    pub implementation: String,
+    /// Device name.
+    pub device_name: String,
+    /// Total device memory, bytes.
+    pub total_memory_bytes: u64,
+    /// Configuration of the run.
+    pub configuration: Configuration,
+    /// Model sizes.
+    pub synthetic_model: SyntheticModel,
+    /// The CUDA-graph floor (docs/PROTOCOL.md §4.6), when the document has one; left out of
+    /// the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphSection>,
+}
+
+/// Rows of one phase over all files.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseTable {
+    /// The phase.
+    pub phase: Phase,
+    /// One row per file (per repetition for `warm_forward`).
+    pub rows: Vec<ReportRow>,
+}
+
+/// A report over one or several measurement files.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The files, in the order given.
+    pub files: Vec<ReportFile>,
+    /// One table per phase, in protocol order.
+    pub phases: Vec<PhaseTable>,
+    /// What the prediction leaves out.
+    pub prediction_note: &'static str,
+}
+
+/// Builds the report of some loaded measurements.
+pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
+    let files = measurements
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ReportFile {
+            index: i + 1,
+            file: m.file_name(),
+            sha256: m.sha256.clone(),
+            label: label(&m.document),
+            implementation: m.document.tool.implementation.clone(),
+            device_name: m.document.environment.device_name.clone(),
+            total_memory_bytes: m.document.environment.total_memory_bytes,
+            configuration: m.document.configuration.clone(),
+            synthetic_model: m.document.synthetic_model.clone(),
+            graph: m.document.graph.clone(),
+        })
+        .collect();
+    let phases = Phase::ALL
+        .iter()
+        .map(|&phase| PhaseTable {
+            phase,
+            rows: measurements
+                .iter()
+                .enumerate()
+                .flat_map(|(i, m)| {
+                    let model = &m.document.synthetic_model;
+                    let per_forward = model.flops_per_forward as f64;
+                    m.document.rows_of(phase).map(move |r| {
+                        let prediction = predict(model, phase, r.baseline_allocated_bytes);
+                        let flops =
+                            (r.forward_passes > 0).then_some(per_forward * r.forward_passes as f64);
+                        ReportRow {
+                            file_index: i + 1,
+                            measured: r.clone(),
+                            predicted_end_allocated_bytes: prediction.end_allocated_bytes,
+                            predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
+                            peak_allocated_minus_predicted_bytes: i128::from(
+                                r.peak_allocated_bytes,
+                            ) - i128::from(
+                                prediction.peak_allocated_bytes,
+                            ),
+                            achieved_flops_per_second: match (flops, r.gpu_seconds) {
+                                (Some(f), Some(g)) if g > 0.0 => Some(f / g),
+                                _ => None,
+                            },
+                        }
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    Report {
+        files,
+        phases,
+        prediction_note: PREDICTION_NOTE,
+    }
+}
