@@ -70,8 +70,8 @@ pub struct ReportRow {
     /// Measured peak allocated minus predicted peak allocated, bytes (may be negative).
     pub peak_allocated_minus_predicted_bytes: i128,
     /// FLOP/s from the GPU time (forward phases with a GPU time only): the forward's FLOPs
-    /// times its passes over the GPU seconds as the document writes them (their shortest
-    /// decimal), exact, half-to-even to a whole FLOP/s ([`achieved_flops_per_second`]).
+    /// times its passes over the GPU seconds (their shortest round-trip decimal), exact,
+    /// half-to-even to a whole FLOP/s ([`achieved_flops_per_second`]).
     pub achieved_flops_per_second: Option<Decimal>,
 }
 
@@ -116,15 +116,15 @@ impl Serialize for ReportRow {
 }
 
 /// FLOP/s of `passes` forwards of `flops_per_forward` FLOPs in `gpu_seconds`: exact decimal
-/// arithmetic on the seconds as the document writes them (the shortest decimal of the
-/// binary value, which both twins write), half-to-even to a whole FLOP/s; `None` without
+/// arithmetic on the seconds as `--json` shows them (their shortest round-trip decimal,
+/// [`crate::stdout::plain_decimal`]), half-to-even to a whole FLOP/s; `None` without
 /// passes, for a time that is not positive, or beyond the decimal's range.
 pub fn achieved_flops_per_second(
     flops_per_forward: u64,
     passes: u64,
     gpu_seconds: Option<f64>,
 ) -> Option<Decimal> {
-    let seconds: Decimal = gpu_seconds?.to_string().parse().ok()?;
+    let seconds: Decimal = crate::stdout::plain_decimal(gpu_seconds?).parse().ok()?;
     if passes == 0 || seconds <= Decimal::ZERO {
         return None;
     }

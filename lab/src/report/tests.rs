@@ -284,7 +284,12 @@ fn report_row_json_keeps_the_measured_rows_keys_in_order() {
     let report = build_report(&loaded(vec![a]));
     let row = &report.phases[4].rows[0];
     let json = serde_json::to_value(row).unwrap();
-    let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     let measured = serde_json::to_value(&row.measured).unwrap();
     let mut want = vec!["file_index"];
     want.extend(measured.as_object().unwrap().keys().map(String::as_str));
@@ -301,7 +306,10 @@ fn report_row_json_keeps_the_measured_rows_keys_in_order() {
 #[test]
 fn achieved_flops_are_exact_decimals() {
     use super::achieved_flops_per_second as f;
-    assert_eq!(f(1_048_576, 1, Some(0.0005)).unwrap().to_string(), "2097152000");
+    assert_eq!(
+        f(1_048_576, 1, Some(0.0005)).unwrap().to_string(),
+        "2097152000"
+    );
     // 3 FLOP in 0.7 s = 4.2857142857... -> 4; 5 in 2 s = 2.5 -> 2 (half to even).
     assert_eq!(f(3, 1, Some(0.7)).unwrap().to_string(), "4");
     assert_eq!(f(5, 1, Some(2.0)).unwrap().to_string(), "2");
