@@ -286,6 +286,44 @@ impl serde_json::ser::Formatter for DecimalFloats {
     }
 }
 
+/// Whether the reader of standard output has gone away (a closed pipe was met).
+pub fn closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Prints clap's `--help` or `--version` text through [`print`], when `error` is one of
+/// those; `None` for a real usage error, left to the caller.
+///
+/// Returns the exit status: 0 when printed (or the pipe was closed), 1 with one line on
+/// standard error (prefixed `program: error:`) when the write failed.
+pub fn help_or_version(program: &str, error: &clap::Error) -> Option<std::process::ExitCode> {
+    use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
+    if !matches!(error.kind(), DisplayHelp | DisplayVersion) {
+        return None;
+    }
+    let mut text = error.render().to_string();
+    // clap ends some help texts with a newline and not others; a terminal wants exactly one.
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Some(match print(&text) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            crate::errln!("{program}: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    })
+}
+
+/// `outln!("...", args)`: one formatted line through [`print`]; evaluates to its
+/// [`Result`](crate::Result), for `?`.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::stdout::print(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,42 +408,4 @@ mod tests {
             "{same} of {total} identical to Display"
         );
     }
-}
-
-/// Whether the reader of standard output has gone away (a closed pipe was met).
-pub fn closed() -> bool {
-    CLOSED.load(Ordering::Relaxed)
-}
-
-/// Prints clap's `--help` or `--version` text through [`print`], when `error` is one of
-/// those; `None` for a real usage error, left to the caller.
-///
-/// Returns the exit status: 0 when printed (or the pipe was closed), 1 with one line on
-/// standard error (prefixed `program: error:`) when the write failed.
-pub fn help_or_version(program: &str, error: &clap::Error) -> Option<std::process::ExitCode> {
-    use clap::error::ErrorKind::{DisplayHelp, DisplayVersion};
-    if !matches!(error.kind(), DisplayHelp | DisplayVersion) {
-        return None;
-    }
-    let mut text = error.render().to_string();
-    // clap ends some help texts with a newline and not others; a terminal wants exactly one.
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    Some(match print(&text) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            crate::errln!("{program}: error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    })
-}
-
-/// `outln!("...", args)`: one formatted line through [`print`]; evaluates to its
-/// [`Result`](crate::Result), for `?`.
-#[macro_export]
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        $crate::stdout::print(&format!("{}\n", format_args!($($arg)*)))
-    };
 }
