@@ -878,13 +878,20 @@ fn training_text_has_no_kv_cache_line() {
         if !dir.join("config.json").is_file() {
             continue;
         }
-        let text = |mode: &str| {
-            let out = lab()
+        let run = |mode: &str| {
+            lab()
                 .args(["plan", "--model"])
                 .arg(&dir)
                 .args(["--mode", mode, "--context", "1024", "--gpu", "h200"])
                 .output()
-                .unwrap();
+                .unwrap()
+        };
+        // Example configs of architectures lab plan does not know yet are refused by name.
+        if String::from_utf8_lossy(&run("inference").stderr).contains("unknown model_type") {
+            continue;
+        }
+        let text = |mode: &str| {
+            let out = run(mode);
             assert!(
                 out.status.success(),
                 "{}",
