@@ -11,7 +11,7 @@ writes one line per tensor, skipping a parameter already listed (tied weights):
 Usage: module_order.py MODELS_DIR OUT_DIR
 For every MODELS_DIR/<name>/config.json: OUT_DIR/<name>/tensors.tsv. Also a few synthetic
 configs for layouts no shipped model has (written with their config.json). `lab plan`'s
-layout (lab/src/plan/layout.rs) is tested against these files. Needs torch and transformers
+layout (each family file under lab/src/plan/family/) is tested against these files. Needs torch and transformers
 (written with transformers 5.17.0; CPU is enough).
 """
 
@@ -69,6 +69,14 @@ def synthetic():
             first_k_dense_replace=1, num_key_value_heads=4, n_routed_experts=8,
             n_shared_experts=1, num_experts_per_tok=2, q_lora_rank=96, kv_lora_rank=64,
             qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32),
+        # Per-layer feed-forward: the sparse step makes layers 1 and 3 experts, layer 3 is
+        # then listed dense.
+        "synthetic-qwen3-moe-sparse": T.Qwen3MoeConfig(
+            **{**small, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=32,
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+            decoder_sparse_step=2, mlp_only_layers=[3]),
+        # OLMo 2: query and key norms over all heads, grouped key/value heads.
+        "synthetic-olmo2": T.Olmo2Config(**small, num_key_value_heads=2),
         "synthetic-gemma3-vision": gemma3,
         "synthetic-gemma3-vision-head": head,
     }

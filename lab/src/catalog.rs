@@ -150,36 +150,22 @@ impl Catalog {
     /// a pipe), a file larger than [`MAX_CATALOG_BYTES`], or content that is not a valid
     /// catalog (the message starts with the path and names the line).
     pub fn from_file(path: &Path) -> Result<Catalog> {
-        use std::io::Read;
+        use crate::input::ReadFailure;
         if path.as_os_str().is_empty() {
             return Err(Error::usage(
                 "--tariffs needs a catalog file name, got an empty one",
             ));
         }
         let shown = path.display();
-        let cannot_read =
-            |e: std::io::Error| Error::runtime(format!("cannot read catalog {shown}: {e}"));
-        let metadata = std::fs::metadata(path).map_err(cannot_read)?;
-        if !metadata.is_file() {
-            return Err(Error::usage(format!(
+        let bytes = crate::input::file(path, MAX_CATALOG_BYTES).map_err(|failure| match failure {
+            ReadFailure::Io(e) => Error::runtime(format!("cannot read catalog {shown}: {e}")),
+            ReadFailure::NotAFile => Error::usage(format!(
                 "catalog {shown}: not a regular file (a catalog is a CSV file, not a folder, device or pipe)"
-            )));
-        }
-        let too_large = || {
-            Error::usage(format!(
+            )),
+            ReadFailure::TooLarge { .. } => Error::usage(format!(
                 "catalog {shown}: larger than {MAX_CATALOG_BYTES} bytes (1 MiB); a catalog is a CSV file of a few KB"
-            ))
-        };
-        if metadata.len() > MAX_CATALOG_BYTES {
-            return Err(too_large());
-        }
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|file| file.take(MAX_CATALOG_BYTES + 1).read_to_end(&mut bytes))
-            .map_err(cannot_read)?;
-        if bytes.len() as u64 > MAX_CATALOG_BYTES {
-            return Err(too_large());
-        }
+            )),
+        })?;
         let mut catalog =
             Catalog::parse(&bytes).map_err(|e| Error::usage(format!("catalog {shown}: {e}")))?;
         catalog.path = Some(shown.to_string());

@@ -6,6 +6,7 @@
 //! Nothing here starts a process: [`run_each`] runs a closure per GPU on its own thread (the
 //! CLI passes one that calls the worker), so the comparison is tested with plain documents.
 
+use crate::device::Device;
 use crate::document::{median, Document, Phase};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -15,86 +16,35 @@ use std::fmt::Write as _;
 /// flagged (10 %).
 pub const SLOWER_THAN_MEDIAN: f64 = 0.10;
 
-/// What `--device` names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Devices {
-    /// `cuda:N`: one GPU (the single-device commands).
-    One(u32),
-    /// `all`: every GPU libtorch sees.
-    All,
-    /// `cuda:0,cuda:1,...`: these GPUs, in this order, no repeats.
-    List(Vec<u32>),
-}
-
-impl Devices {
-    /// Parses `cuda:N`, `all` or a comma-separated list of `cuda:N` by the one grammar of
-    /// devices ([`crate::values::devices`]); a usage error naming what is wrong otherwise.
-    pub fn parse(text: &str) -> Result<Self> {
-        crate::values::devices(text)
-            .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
-    }
-
-    /// The GPU indices to use, given how many GPUs libtorch sees. `All` with no GPU, or a list
-    /// naming a GPU that does not exist, is a usage error (exit 2; nothing was measured).
-    pub fn resolve(&self, device_count: u64) -> Result<Vec<u32>> {
-        let check = |index: u32| {
-            if u64::from(index) < device_count {
-                Ok(index)
-            } else if device_count == 0 {
-                Err(Error::usage(
-                    "libtorch sees no GPU: check the driver with nvidia-smi; nothing was measured",
-                ))
-            } else {
-                Err(Error::usage(format!(
-                    "cuda:{index} does not exist: libtorch sees {device_count} GPU(s), cuda:0 to \
-                     cuda:{}; nothing was measured",
-                    device_count - 1
-                )))
-            }
-        };
-        match self {
-            Devices::One(index) => Ok(vec![check(*index)?]),
-            Devices::List(list) => list.iter().map(|i| check(*i)).collect(),
-            Devices::All if device_count == 0 => Err(check(0).unwrap_err()),
-            Devices::All => Ok((0..device_count.min(u64::from(u32::MAX)) as u32).collect()),
-        }
-    }
-
-    /// Whether this names several GPUs (or may: `all`).
-    pub fn is_several(&self) -> bool {
-        !matches!(self, Devices::One(_))
-    }
-}
-
-/// Runs `work` for every GPU index at the same time, one thread each; the results come back
-/// in the order of `indices`. A panicking closure becomes an `Err` for its GPU only.
+/// Runs `work` for every GPU at the same time, one thread each; the results come back in the
+/// order of `devices`. A panicking closure becomes an `Err` for its GPU only.
 pub fn run_each<T: Send>(
-    indices: &[u32],
-    work: impl Fn(u32) -> Result<T> + Sync,
-) -> Vec<(u32, Result<T>)> {
+    devices: &[Device],
+    work: impl Fn(Device) -> Result<T> + Sync,
+) -> Vec<(Device, Result<T>)> {
     std::thread::scope(|scope| {
-        let handles: Vec<_> = indices
+        let handles: Vec<_> = devices
             .iter()
-            .map(|&index| {
+            .map(|&device| {
                 let work = &work;
-                (index, scope.spawn(move || work(index)))
+                (device, scope.spawn(move || work(device)))
             })
             .collect();
         handles
             .into_iter()
-            .map(|(index, handle)| {
+            .map(|(device, handle)| {
                 let result = handle.join().unwrap_or_else(|_| {
-                    Err(Error::runtime(format!("the run for cuda:{index} panicked")))
+                    Err(Error::runtime(format!("the run for {device} panicked")))
                 });
-                (index, result)
+                (device, result)
             })
             .collect()
     })
 }
 
-/// File name of GPU `index`'s document in the folder: `cuda-0.json`.
-pub fn document_file_name(index: u32) -> String {
-    format!("cuda-{index}.json")
+/// File name of a GPU's document in the folder: `cuda-0.json` for cuda:0.
+pub fn document_file_name(device: Device) -> String {
+    format!("cuda-{}.json", device.index())
 }
 
 /// File name of the comparison written beside the documents.
@@ -125,8 +75,8 @@ impl TimeBasis {
 /// One GPU's line of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuLine {
-    /// `cuda:N`.
-    pub device: String,
+    /// The GPU (`cuda:N` in the JSON).
+    pub device: Device,
     /// The document's file name, when it was written.
     pub file: Option<String>,
     /// GPU name as the runtime reports it.
@@ -164,33 +114,14 @@ pub struct Comparison {
 
 /// Every byte counter of a document, in order: phase rows, then the graph's two stages.
 fn counters(document: &Document) -> Vec<u64> {
-    let mut all: Vec<u64> = document
+    let graph = document.graph.iter().flat_map(|g| [g.capture, g.replay]);
+    document
         .phases
         .iter()
-        .flat_map(|r| {
-            [
-                r.baseline_allocated_bytes,
-                r.baseline_reserved_bytes,
-                r.end_allocated_bytes,
-                r.end_reserved_bytes,
-                r.peak_allocated_bytes,
-                r.peak_reserved_bytes,
-            ]
-        })
-        .collect();
-    if let Some(g) = &document.graph {
-        for c in [&g.capture, &g.replay] {
-            all.extend([
-                c.baseline_allocated_bytes,
-                c.baseline_reserved_bytes,
-                c.end_allocated_bytes,
-                c.end_reserved_bytes,
-                c.peak_allocated_bytes,
-                c.peak_reserved_bytes,
-            ]);
-        }
-    }
-    all
+        .map(|r| r.counters)
+        .chain(graph)
+        .flat_map(|c| c.all())
+        .collect()
 }
 
 fn warm(document: &Document, gpu: bool) -> Option<f64> {
@@ -212,7 +143,7 @@ fn warm(document: &Document, gpu: bool) -> Option<f64> {
 /// Compares the GPUs' results (documents, or the error that stopped a GPU). Flags: a GPU that
 /// failed, one that announces less memory than the largest, one whose counters differ from
 /// the first answering GPU's, one more than [`SLOWER_THAN_MEDIAN`] slower than the median.
-pub fn compare(results: &[(u32, std::result::Result<&Document, String>)]) -> Comparison {
+pub fn compare(results: &[(Device, std::result::Result<&Document, String>)]) -> Comparison {
     let documents: Vec<&Document> = results
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok().copied())
@@ -239,8 +170,8 @@ pub fn compare(results: &[(u32, std::result::Result<&Document, String>)]) -> Com
         .iter()
         .find_map(|(i, r)| r.as_ref().ok().map(|d| (*i, counters(d))));
     let mut gpus = Vec::new();
-    for (index, result) in results {
-        let device = format!("cuda:{index}");
+    for (device, result) in results {
+        let device = *device;
         let document = match result {
             Ok(document) => *document,
             Err(message) => {
@@ -273,7 +204,7 @@ pub fn compare(results: &[(u32, std::result::Result<&Document, String>)]) -> Com
             .map(|(first, reference)| (*first, counters(document) == *reference));
         if let Some((first, false)) = counters_match {
             flags.push(format!(
-                "allocator counters differ from cuda:{first}'s (same configuration, same software: expected identical)"
+                "allocator counters differ from {first}'s (same configuration, same software: expected identical)"
             ));
         }
         let seconds = time_of(document);
@@ -289,7 +220,7 @@ pub fn compare(results: &[(u32, std::result::Result<&Document, String>)]) -> Com
         }
         gpus.push(GpuLine {
             device,
-            file: Some(document_file_name(*index)),
+            file: Some(document_file_name(device)),
             name: Some(document.environment.device_name.clone()),
             total_memory_bytes: Some(memory),
             warm_wall_seconds: warm(document, false),
@@ -379,6 +310,10 @@ pub fn comparison_text(comparison: &Comparison) -> String {
 mod tests {
     use super::*;
 
+    fn cuda(index: u32) -> Device {
+        Device::new(index).unwrap()
+    }
+
     fn document() -> Document {
         let json = crate::document::tests::sample_json(64, 4);
         crate::document::parse(json.as_bytes()).unwrap()
@@ -398,46 +333,18 @@ mod tests {
     }
 
     #[test]
-    fn device_spellings() {
-        // The grammar itself is tested in crate::values.
-        assert_eq!(Devices::parse("all").unwrap(), Devices::All);
-        assert_eq!(
-            Devices::parse("cuda:1,cuda:0").unwrap(),
-            Devices::List(vec![1, 0])
-        );
-        let e = Devices::parse("cuda:0,cuda:0").unwrap_err();
-        assert_eq!(e.exit_code(), 2);
-        assert!(e.to_string().contains("twice"), "{e}");
-        assert!(Devices::All.is_several());
-        assert!(!Devices::One(0).is_several());
-    }
-
-    #[test]
-    fn resolution_against_the_visible_gpus() {
-        assert_eq!(Devices::All.resolve(2).unwrap(), vec![0, 1]);
-        assert_eq!(Devices::List(vec![1, 0]).resolve(2).unwrap(), vec![1, 0]);
-        let e = Devices::List(vec![0, 2]).resolve(2).unwrap_err();
-        assert_eq!(e.exit_code(), 2);
-        assert!(e.to_string().contains("cuda:2 does not exist"), "{e}");
-        assert!(e.to_string().contains("cuda:0 to cuda:1"), "{e}");
-        let e = Devices::All.resolve(0).unwrap_err();
-        assert!(e.to_string().contains("sees no GPU"), "{e}");
-        assert_eq!(Devices::One(0).resolve(1).unwrap(), vec![0]);
-    }
-
-    #[test]
     fn run_each_keeps_order_and_isolates_failures() {
-        let results = run_each(&[3, 1, 2], |i| {
-            if i == 1 {
+        let results = run_each(&[cuda(3), cuda(1), cuda(2)], |d| {
+            if d.index() == 1 {
                 Err(Error::runtime("boom"))
-            } else if i == 2 {
+            } else if d.index() == 2 {
                 panic!("worker thread died")
             } else {
-                Ok(i * 10)
+                Ok(d.index() * 10)
             }
         });
         assert_eq!(results.len(), 3);
-        assert_eq!(results[0].0, 3);
+        assert_eq!(results[0].0, cuda(3));
         assert_eq!(*results[0].1.as_ref().unwrap(), 30);
         assert_eq!(results[1].1.as_ref().unwrap_err().to_string(), "boom");
         assert!(results[2]
@@ -448,18 +355,18 @@ mod tests {
             .contains("cuda:2 panicked"));
         // All GPUs run at once: every thread is alive at the same time.
         let barrier = std::sync::Barrier::new(4);
-        let results = run_each(&[0, 1, 2, 3], |i| {
+        let results = run_each(&[cuda(0), cuda(1), cuda(2), cuda(3)], |d| {
             barrier.wait();
-            Ok(i)
+            Ok(d)
         });
         assert!(results.iter().all(|(_, r)| r.is_ok()));
-        assert_eq!(document_file_name(7), "cuda-7.json");
+        assert_eq!(document_file_name(cuda(7)), "cuda-7.json");
     }
 
     #[test]
     fn identical_gpus_are_not_flagged() {
         let (a, b) = (with_time(40e-6), with_time(40e-6));
-        let c = compare(&[(0, Ok(&a)), (1, Ok(&b))]);
+        let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b))]);
         assert_eq!(c.basis, TimeBasis::WarmForwardGpu);
         assert!(!c.flagged, "{c:?}");
         assert_eq!(c.gpus[1].deviation_percent, Some(0.0));
@@ -476,8 +383,8 @@ mod tests {
         // (not flagged: the bound is strict).
         let (a, b, mut slow) = (with_time(40e-6), with_time(40e-6), with_time(45e-6));
         slow.environment.total_memory_bytes -= 1024;
-        slow.phases[2].end_allocated_bytes += 512;
-        let c = compare(&[(0, Ok(&a)), (1, Ok(&b)), (2, Ok(&slow))]);
+        slow.phases[2].counters.end_allocated_bytes += 512;
+        let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b)), (cuda(2), Ok(&slow))]);
         assert!(c.flagged);
         let flags = c.gpus[2].flags.join("\n");
         assert!(flags.contains("12.5 % slower than the median"), "{flags}");
@@ -488,9 +395,13 @@ mod tests {
         assert!(flags.contains("counters differ from cuda:0"), "{flags}");
         assert!(c.gpus[0].flags.is_empty() && c.gpus[1].flags.is_empty());
         let edge = with_time(44e-6);
-        let c = compare(&[(0, Ok(&a)), (1, Ok(&b)), (2, Ok(&edge))]);
+        let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b)), (cuda(2), Ok(&edge))]);
         assert!(!c.flagged, "{c:?}");
-        let text = comparison_text(&compare(&[(0, Ok(&a)), (1, Ok(&b)), (2, Ok(&slow))]));
+        let text = comparison_text(&compare(&[
+            (cuda(0), Ok(&a)),
+            (cuda(1), Ok(&b)),
+            (cuda(2), Ok(&slow)),
+        ]));
         assert!(text.contains("FLAGGED cuda:2: 12.5 % slower"), "{text}");
         assert!(text.contains("DIFFER"), "{text}");
     }
@@ -498,7 +409,7 @@ mod tests {
     #[test]
     fn a_missing_gpu_is_flagged_and_the_others_still_compared() {
         let a = with_time(40e-6);
-        let c = compare(&[(0, Ok(&a)), (1, Err("out of memory".into()))]);
+        let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Err("out of memory".into()))]);
         assert!(c.flagged);
         assert_eq!(c.gpus[1].flags, vec!["no measurement: out of memory"]);
         assert_eq!(c.gpus[0].deviation_percent, Some(0.0));
@@ -507,8 +418,9 @@ mod tests {
 
     #[test]
     fn graph_time_is_the_basis_when_every_gpu_has_one() {
-        use crate::document::graph::{GraphCounters, GraphSection, GraphTimings};
-        let counters = GraphCounters {
+        use crate::document::graph::{GraphSection, GraphTimings};
+        use crate::document::AllocatorCounters;
+        let counters = AllocatorCounters {
             baseline_allocated_bytes: 1,
             baseline_reserved_bytes: 2,
             end_allocated_bytes: 1,
@@ -531,13 +443,13 @@ mod tests {
         let (mut a, mut b) = (with_time(40e-6), with_time(40e-6));
         a.graph = graph(76e-6);
         b.graph = graph(100e-6);
-        let c = compare(&[(0, Ok(&a)), (1, Ok(&b))]);
+        let c = compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b))]);
         assert_eq!(c.basis, TimeBasis::GraphGpu);
         // median of 7.6 and 10 µs is 8.8: cuda:1 is 13.6 % above it
         assert!(c.gpus[1].flags[0].starts_with("13.6 % slower"), "{c:?}");
         b.graph = None;
         assert_eq!(
-            compare(&[(0, Ok(&a)), (1, Ok(&b))]).basis,
+            compare(&[(cuda(0), Ok(&a)), (cuda(1), Ok(&b))]).basis,
             TimeBasis::WarmForwardGpu
         );
     }

@@ -4,6 +4,7 @@
 //! - [`estimate`]: weight memory from a parameter count and a storage width (no GPU);
 //! - [`catalog`]: the package price list, validated; [`pricing`]: package totals and cost per
 //!   result; [`compare`]: the packages that meet a need, cheapest first;
+//! - [`device`]: the GPU a command names (`cuda:N`, `all`, a list), parsed once from the flag;
 //! - [`document`]: the measurement document (its types, reading, checking, writing);
 //!   [`environment`]: what libtorch and the GPU report; [`measure`]: the measurement's flags,
 //!   one run through the worker, and its summary; [`worker`]: starting the libtorch worker and
@@ -11,7 +12,8 @@
 //! - [`report`]: measurement documents rendered (tables, Markdown, SVG); [`sweep`]: growing
 //!   one dimension up to the memory limit; [`record`]: appending a run to the results grid;
 //! - [`plan`]: which package fits a model folder or `config.json`, and what it costs;
-//! - shared helpers: [`digest`] (SHA-256), [`output`] (new files, never overwritten),
+//! - shared helpers: [`digest`] (SHA-256), [`input`] (bounded reads of files and standard
+//!   input), [`output`] (new files, never overwritten),
 //!   [`units`] (exact MiB and GiB), [`table`] (aligned text tables), [`text`] (user input
 //!   printed back with control characters escaped), [`error`] (the kinds of failure and
 //!   their exit codes).
@@ -33,12 +35,14 @@ pub mod catalog;
 #[doc(hidden)]
 pub mod cli;
 pub mod compare;
+pub mod device;
 pub mod digest;
 pub mod document;
 pub mod environment;
 pub mod error;
 pub mod estimate;
 pub mod fleet;
+pub mod input;
 pub mod kit;
 pub mod measure;
 pub mod output;

@@ -10,9 +10,10 @@
 //! from the driver (cudaMalloc), allocated included. Peaks are separate maxima since the last
 //! `reset_peak_memory_stats`: never subtract one from the other.
 
+use crate::device::Device;
 use crate::document::{
-    self, median, Configuration, Document, Dtype, MeasurementEnvironment, Phase, PhaseRow,
-    SyntheticModel, Tool,
+    self, median, Configuration, Document, MeasurementEnvironment, Phase, PhaseRow, SyntheticModel,
+    Tool,
 };
 use crate::text::one_line;
 use crate::units::mib;
@@ -38,32 +39,10 @@ pub const SUMMARY_TAIL_ROWS: usize = 6;
 /// (2x128x1024 float32) 178–189 µs against a 164 µs replay.
 pub const LAUNCH_BOUND_GPU_SECONDS: f64 = 100e-6;
 
-impl Dtype {
-    /// Parses `float32`, `float16` or `bfloat16` ([`crate::values::dtype`]); anything else is
-    /// a usage error (exit 2).
-    pub fn parse(text: &str) -> Result<Self> {
-        crate::values::dtype(text).map_err(|r| Error::usage(format!("dtype '{text}' {r}")))
-    }
-}
-
-/// Returns the GPU index of a `cuda:N` device string, by the one grammar of devices
-/// ([`crate::values::device`]): `cpu`, `mps`, a bare `cuda` and anything else are usage errors
-/// (exit 2) that say what to write instead: the measurement never falls back to the CPU.
-pub fn parse_device(text: &str) -> Result<u32> {
-    crate::values::device(text)
-        .map(|device| device.index)
-        .map_err(|refusal| Error::usage(format!("device '{text}': {refusal}")))
-}
-
 /// Largest batch × context × 4·width element count accepted: libtorch sizes are signed 64-bit.
 const MAX_ELEMENTS: u64 = i64::MAX as u64 / 8;
 
 impl Configuration {
-    /// The device index N of `cuda:N`.
-    pub fn device_index(&self) -> Result<u32> {
-        parse_device(&self.device)
-    }
-
     /// Checks that every tensor size fits libtorch's signed 64-bit sizes; returns the model.
     pub fn sizes(&self) -> Result<SyntheticModel> {
         let too_large = || {
@@ -125,7 +104,6 @@ pub fn run_measured(
     worker: &Path,
 ) -> Result<Measured> {
     let synthetic_model = configuration.sizes()?;
-    let index = configuration.device_index()?;
     let created_utc = document::utc_now();
     let request = WorkerRequest::Measure {
         configuration: configuration.clone(),
@@ -143,7 +121,7 @@ pub fn run_measured(
     };
     let environment = environment_of(
         &measured.environment,
-        index,
+        configuration.device,
         crate::environment::query_driver(),
     )?;
     let document = Document {
@@ -167,29 +145,30 @@ pub fn run_measured(
     })
 }
 
-/// The document's environment from the worker's report of GPU `index`.
+/// The document's environment from the worker's report of `device`.
 ///
 /// # Errors
 /// [`Error::Runtime`] when the worker described no GPU or another one than asked.
 fn environment_of(
     worker: &WorkerEnvironment,
-    index: u32,
+    device: Device,
     driver: Option<document::Driver>,
 ) -> Result<MeasurementEnvironment> {
     let d = worker
         .device
         .as_ref()
         .ok_or_else(|| Error::runtime("the GPU worker reported no device; no file was written"))?;
-    if d.index != index {
+    if d.index != device.index() {
+        // The worker's index is any u32; shown by the device grammar when it is one.
+        let measured = Device::new(d.index).map_or_else(|| d.index.to_string(), |m| m.to_string());
         return Err(Error::runtime(format!(
-            "the GPU worker measured cuda:{} instead of cuda:{index}; no file was written",
-            d.index
+            "the GPU worker measured {measured} instead of {device}; no file was written"
         )));
     }
     Ok(MeasurementEnvironment {
         runtime: document::Runtime::rust(),
         libtorch: worker.libtorch.clone(),
-        device: format!("cuda:{}", d.index),
+        device,
         device_name: d.name.clone(),
         compute_capability: d.compute_capability.clone(),
         total_memory_bytes: d.total_memory_bytes,
@@ -262,11 +241,11 @@ fn phase_line(out: &mut String, row: &PhaseRow, rep_width: usize) {
         rep,
         row.wall_seconds * 1e3,
         gpu,
-        row.baseline_allocated_bytes,
-        row.end_allocated_bytes,
-        row.peak_allocated_bytes,
-        row.end_reserved_bytes,
-        row.peak_reserved_bytes
+        row.counters.baseline_allocated_bytes,
+        row.counters.end_allocated_bytes,
+        row.counters.peak_allocated_bytes,
+        row.counters.end_reserved_bytes,
+        row.counters.peak_reserved_bytes
     );
 }
 
@@ -347,30 +326,48 @@ pub fn summary_text(document: &Document) -> String {
     compare(
         "weights (model_load end - base)",
         m.predicted_weight_allocation(),
-        find(Phase::ModelLoad)
-            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::ModelLoad).map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     compare(
         "input (inputs end - base)",
         m.predicted_input_allocation(),
-        find(Phase::Inputs)
-            .map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        find(Phase::Inputs).map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     let warm = find(Phase::WarmForward);
     compare(
         "output (warm_forward end - base)",
         m.predicted_output_allocation(),
-        warm.map(|r| signed_delta(r.end_allocated_bytes, r.baseline_allocated_bytes)),
+        warm.map(|r| {
+            signed_delta(
+                r.counters.end_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     compare(
         "forward peak (warm peak - base)",
         m.predicted_forward_peak_extra(),
-        warm.map(|r| signed_delta(r.peak_allocated_bytes, r.baseline_allocated_bytes)),
+        warm.map(|r| {
+            signed_delta(
+                r.counters.peak_allocated_bytes,
+                r.counters.baseline_allocated_bytes,
+            )
+        }),
     );
     if let Some(cold) = find(Phase::ColdForward) {
         // Exact and signed: the cold forward may end below the prediction.
-        let extra = Decimal::from(cold.end_allocated_bytes)
-            - Decimal::from(cold.baseline_allocated_bytes)
+        let extra = Decimal::from(cold.counters.end_allocated_bytes)
+            - Decimal::from(cold.counters.baseline_allocated_bytes)
             - Decimal::from(m.predicted_output_allocation());
         let _ = writeln!(
             out,
@@ -425,36 +422,12 @@ pub fn summary_text(document: &Document) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn devices() {
-        assert_eq!(parse_device("cuda:0").unwrap(), 0);
-        assert_eq!(parse_device("cuda:7").unwrap(), 7);
-        for bad in [
-            "cpu",
-            "mps",
-            "mps:0",
-            "cuda",
-            "cuda:",
-            "cuda:-1",
-            "cuda:x",
-            "gpu",
-            "",
-            "cuda:99999999999",
-        ] {
-            let err = parse_device(bad).unwrap_err();
-            assert_eq!(err.exit_code(), 2, "{bad}");
-        }
-        assert!(parse_device("cpu")
-            .unwrap_err()
-            .to_string()
-            .contains("never falls back"));
-    }
+    use crate::document::Dtype;
 
     #[test]
     fn sizes_are_checked() {
         let c = Configuration {
-            device: "cuda:0".into(),
+            device: Device::new(0).unwrap(),
             batch: 4_294_967_296,
             context: 4_294_967_296,
             width: 64,

@@ -84,20 +84,16 @@ pub fn read_grid(
     now: time::OffsetDateTime,
 ) -> Result<Vec<(u64, GridRow)>> {
     let name = crate::text::one_line(&path.display().to_string());
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Error::runtime(format!("cannot read the grid {name}: {e}")))?;
-    if !meta.is_file() {
-        return Err(Error::usage(format!(
+    use crate::input::ReadFailure;
+    let bytes = crate::input::file(path, MAX_GRID_BYTES).map_err(|failure| match failure {
+        ReadFailure::Io(e) => Error::runtime(format!("cannot read the grid {name}: {e}")),
+        ReadFailure::NotAFile => Error::usage(format!(
             "{name} is not a file; give the results grid (resultats-bruts.csv)"
-        )));
-    }
-    if meta.len() > MAX_GRID_BYTES {
-        return Err(Error::usage(format!(
+        )),
+        ReadFailure::TooLarge { .. } => Error::usage(format!(
             "{name} is larger than {MAX_GRID_BYTES} bytes; not a results grid"
-        )));
-    }
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::runtime(format!("cannot read the grid {name}: {e}")))?;
+        )),
+    })?;
     parse_grid(&name, &bytes, catalog, now)
 }
 
@@ -154,10 +150,11 @@ fn row_of(record: &csv::StringRecord) -> Result<GridRow> {
     let cell = |i: usize| record.get(i).unwrap_or_default();
     let opt = |i: usize| Some(cell(i).to_string()).filter(|v| !v.is_empty());
     let whole = |i: usize, column: &str| -> Result<u64> {
-        crate::values::count(cell(i)).map_err(|e| {
+        crate::record::rules::parse_count(cell(i)).ok_or_else(|| {
             Error::usage(format!(
-                "{column} '{}' is not a whole number ({e})",
-                crate::text::excerpt(cell(i))
+                "{column} '{}' is not a whole number (the digits 0-9 only, at most {})",
+                crate::text::excerpt(cell(i)),
+                u64::MAX
             ))
         })
     };

@@ -9,16 +9,17 @@
 //! The rule for whole numbers is strict and the same everywhere: plain ASCII digits `0`-`9`,
 //! at least one, nothing else — no sign (not even `+`), no space, no decimal point, exponent
 //! or separator. Leading zeros carry no value and are accepted (`007` is 7), except in a
-//! device index, which is written the way libtorch prints it.
+//! device index, which is written the way libtorch prints it: the device grammar lives with its
+//! type in [`crate::device`], and [`devices`] hands it to clap.
 
 use crate::catalog::{durations_list, DURATIONS};
+use crate::device::Devices;
 use crate::document::Dtype;
 use crate::estimate::{RESERVE_MAX_FRACTION_DIGITS, RESERVE_MAX_INTEGER_DIGITS};
-use crate::fleet::Devices;
 use rust_decimal::Decimal;
 
 /// The message of a refused value: one line, without the flag name (clap adds it).
-pub type Refusal = String;
+pub use crate::device::Refusal;
 
 /// A whole number `min..=max` written with ASCII digits only (see the module documentation).
 ///
@@ -139,91 +140,13 @@ pub fn days(text: &str) -> Result<u32, Refusal> {
         })
 }
 
-/// Largest device index: libtorch's and Python's device indices are signed 32-bit at most,
-/// so 2147483647 (`i32::MAX`). The Python kit applies the same rule.
-pub const DEVICE_INDEX_MAX: u32 = i32::MAX as u32;
-
-/// A GPU, `cuda:N`: the only device the measurement accepts (ROCm builds of PyTorch name their
-/// GPUs `cuda:N` too). Displayed as `cuda:N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Device {
-    /// The GPU index N.
-    pub index: u32,
-}
-
-impl std::fmt::Display for Device {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cuda:{}", self.index)
-    }
-}
-
-/// A device, `cuda:N` with N written as libtorch prints it: `0`, or a digit 1-9 followed by
-/// digits, at most [`DEVICE_INDEX_MAX`] (no leading zero, sign, space or capital). `cpu`,
-/// `mps`, a bare `cuda` and anything else are refused with one line saying what to write:
-/// the measurement never falls back to the CPU.
-///
-/// # Errors
-/// A [`Refusal`] naming the problem and the spelling to use.
-pub fn device(text: &str) -> Result<Device, Refusal> {
-    if let Some(index) = text.strip_prefix("cuda:") {
-        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
-            return Err("write cuda:N with N a GPU index, e.g. cuda:0".into());
-        }
-        if index.len() > 1 && index.starts_with('0') {
-            let plain = index.trim_start_matches('0');
-            let plain = if plain.is_empty() { "0" } else { plain };
-            return Err(format!(
-                "the GPU index has a leading zero: write cuda:{plain}"
-            ));
-        }
-        // An index beyond u32 fails to parse: too large as well.
-        return match index.parse::<u32>() {
-            Ok(index) if index <= DEVICE_INDEX_MAX => Ok(Device { index }),
-            _ => Err(format!(
-                "the GPU index is too large: write cuda:N with N at most {DEVICE_INDEX_MAX}"
-            )),
-        };
-    }
-    Err(match text {
-        "cuda" => "name the GPU index explicitly, e.g. cuda:0 (a bare 'cuda' is refused)".into(),
-        "cpu" => "'cpu' is not a GPU: lab measures a GPU and never falls back to the CPU; \
-                  write cuda:N"
-            .into(),
-        t if t == "mps" || t.starts_with("mps:") => "Apple Metal is not supported: the \
-             measurement needs a CUDA or ROCm GPU named cuda:N"
-            .into(),
-        _ => "write cuda:N, e.g. cuda:0 (ROCm GPUs are cuda:N too)".into(),
-    })
-}
-
-/// The GPUs a measurement or a diagnostic names: one `cuda:N` ([`device`]), `all`, or a
-/// list `cuda:0,cuda:1` (commas only, no spaces, no empty entry, each GPU once).
+/// The GPUs a measurement or a diagnostic names: one `cuda:N`, `all`, or a list
+/// `cuda:0,cuda:1` ([`Devices::parse`]).
 ///
 /// # Errors
 /// A [`Refusal`] naming the entry that is wrong.
 pub fn devices(text: &str) -> Result<Devices, Refusal> {
-    if text == "all" {
-        return Ok(Devices::All);
-    }
-    if !text.contains(',') {
-        return device(text).map(|d| Devices::One(d.index));
-    }
-    let mut indices = Vec::new();
-    for part in text.split(',') {
-        if part.is_empty() {
-            return Err("has an empty entry: write cuda:0,cuda:1 (or all)".into());
-        }
-        let index = device(part)
-            .map_err(|refusal| format!("entry '{part}': {refusal}"))?
-            .index;
-        if indices.contains(&index) {
-            return Err(format!(
-                "names cuda:{index} twice: list each GPU once (or write all)"
-            ));
-        }
-        indices.push(index);
-    }
-    Ok(Devices::List(indices))
+    Devices::parse(text)
 }
 
 /// A number of CUDA-graph replays, from 1 to [`crate::document::graph::MAX_REPLAYS`].
@@ -301,7 +224,6 @@ mod tests {
         fn every_number_round_trips(n in any::<u64>(), zeros in 0usize..30) {
             let text = format!("{}{n}", "0".repeat(zeros));
             prop_assert_eq!(count(&text), Ok(n));
-            prop_assert_eq!(device(&format!("cuda:{n}")).is_ok(), n <= u64::from(DEVICE_INDEX_MAX));
         }
 
         #[test]
@@ -309,7 +231,6 @@ mod tests {
             let text = format!("{prefix}{odd}{suffix}");
             prop_assert!(count(&text).is_err(), "{:?}", text);
             prop_assert!(days(&text).is_err(), "{:?}", text);
-            prop_assert!(device(&format!("cuda:{text}")).is_err(), "{:?}", text);
         }
     }
 
@@ -364,64 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn devices_are_cuda_with_a_plain_index() {
-        assert_eq!(device("cuda:0"), Ok(Device { index: 0 }));
-        assert_eq!(device("cuda:7").map(|d| d.to_string()), Ok("cuda:7".into()));
-        assert_eq!(device("cuda:123456789").map(|d| d.index), Ok(123_456_789));
-        for bad in [
-            "cuda:00",
-            "cuda:01",
-            "cuda:+1",
-            "cuda:-1",
-            "cuda: 1",
-            " cuda:0",
-            "cuda:0 ",
-            "cuda:2147483648",
-            "cuda:99999999999999999999",
-            "cuda:",
-            "cuda:x",
-            "CUDA:0",
-            "cuda",
-            "cpu",
-            "mps",
-            "mps:0",
-            "cuda:0\n",
-            "cuda:٣",
-            "",
-        ] {
-            let refusal = device(bad).unwrap_err();
-            assert!(!refusal.contains('\n'), "{bad:?}");
-        }
-        assert!(device("cpu").unwrap_err().contains("never falls back"));
-        assert!(device("cuda").unwrap_err().contains("explicitly"));
-        assert!(device("mps:0").unwrap_err().contains("Metal"));
-        assert!(device("cuda:007").unwrap_err().contains("write cuda:7"));
-        assert!(device("cuda:00").unwrap_err().contains("write cuda:0"));
-        assert!(device("cuda:2147483648")
-            .unwrap_err()
-            .contains("at most 2147483647"));
-    }
-
-    #[test]
-    fn device_lists() {
+    fn device_flags_follow_the_device_grammar() {
+        // The grammar itself is tested in crate::device.
+        assert!(devices("cuda:07").unwrap_err().contains("leading zero"));
         assert_eq!(devices("all"), Ok(Devices::All));
-        assert_eq!(devices("cuda:1"), Ok(Devices::One(1)));
-        assert_eq!(devices("cuda:1,cuda:0"), Ok(Devices::List(vec![1, 0])));
-        for (bad, needle) in [
-            ("cuda:0,cuda:0", "twice"),
-            ("cuda:0,", "empty entry"),
-            (",cuda:0", "empty entry"),
-            ("cuda:0,,cuda:1", "empty entry"),
-            ("cuda:0, cuda:3", "entry ' cuda:3'"),
-            ("cuda:0,cpu", "never falls back"),
-            ("cuda:0,cuda:01", "leading zero"),
-            ("cuda:0,all", "entry 'all'"),
-            (" all ", "write cuda:N"),
-            ("ALL", "write cuda:N"),
-        ] {
-            let refusal = devices(bad).unwrap_err();
-            assert!(refusal.contains(needle), "{bad:?}: {refusal}");
-        }
+        assert!(devices("cuda:0,cuda:0").unwrap_err().contains("twice"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! prints one [`WorkerReply`] as JSON on its stdout and exits. Each measurement thus runs in a
 //! fresh process, as the protocol recommends.
 
+use crate::device::Device;
 use crate::document::graph::GraphSection;
 use crate::document::{Configuration, LibtorchFacts, PhaseRow};
 use crate::{Error, Result};
@@ -37,8 +38,9 @@ pub const LIBTORCH_HINT: &str = "install PyTorch 2.11.0 (pip install torch==2.11
 pub enum WorkerRequest {
     /// Describe libtorch and GPU `device_index`.
     Environment {
-        /// N of `cuda:N`.
-        device_index: u32,
+        /// The GPU, sent as its index N (`"device_index": N`).
+        #[serde(with = "crate::device::as_index")]
+        device_index: Device,
     },
     /// Run the measurement protocol (`docs/PROTOCOL.md §4`) for this configuration.
     Measure {
@@ -447,7 +449,7 @@ mod tests {
     fn request_json_shape() {
         let request = WorkerRequest::Measure {
             configuration: Configuration {
-                device: "cuda:0".into(),
+                device: Device::FIRST,
                 batch: 1,
                 context: 16,
                 width: 64,

@@ -4,8 +4,8 @@
 //! protocol's invariants (row counts, allocated <= reserved, Rust and Python counters equal).
 
 use lab::document::{
-    Configuration, Document, Dtype, LibtorchFacts, MeasurementEnvironment, Phase, PhaseRow,
-    Runtime, SyntheticModel, Tool, SCHEMA_ID,
+    AllocatorCounters, Configuration, Document, Dtype, LibtorchFacts, MeasurementEnvironment,
+    Phase, PhaseRow, Runtime, SyntheticModel, Tool, SCHEMA_ID,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -33,7 +33,7 @@ fn errors(validator: &jsonschema::Validator, document: &Value) -> Vec<String> {
 
 fn synthetic_document() -> Document {
     let configuration = Configuration {
-        device: "cuda:0".into(),
+        device: lab::device::Device::FIRST,
         batch: 2,
         context: 128,
         width: 1024,
@@ -48,12 +48,14 @@ fn synthetic_document() -> Document {
         forward_passes: 1,
         wall_seconds: 1e-4,
         gpu_seconds: None,
-        baseline_allocated_bytes: 0,
-        baseline_reserved_bytes: 0,
-        end_allocated_bytes: 512,
-        end_reserved_bytes: 2_097_152,
-        peak_allocated_bytes: 512,
-        peak_reserved_bytes: 2_097_152,
+        counters: AllocatorCounters {
+            baseline_allocated_bytes: 0,
+            baseline_reserved_bytes: 0,
+            end_allocated_bytes: 512,
+            end_reserved_bytes: 2_097_152,
+            peak_allocated_bytes: 512,
+            peak_reserved_bytes: 2_097_152,
+        },
     };
     let mut phases = vec![
         row(Phase::ModelLoad, None),
@@ -73,7 +75,7 @@ fn synthetic_document() -> Document {
                 cuda_build_version: Some("13.0".into()),
                 hip_build_version: None,
             },
-            device: "cuda:0".into(),
+            device: lab::device::Device::FIRST,
             device_name: "NVIDIA H200".into(),
             compute_capability: "9.0".into(),
             total_memory_bytes: 150_109_880_320,
@@ -281,9 +283,9 @@ fn rust_and_python_counters_match_on_the_h200() {
 
 #[test]
 fn the_graph_section_is_optional_and_checked() {
-    use lab::document::graph::{GraphCounters, GraphSection, GraphTimings};
+    use lab::document::graph::{GraphSection, GraphTimings};
     let validator = validator();
-    let counters = GraphCounters {
+    let counters = AllocatorCounters {
         baseline_allocated_bytes: 51_000_000,
         baseline_reserved_bytes: 62_914_560,
         end_allocated_bytes: 85_000_000,
@@ -375,8 +377,11 @@ fn graph_and_two_gpu_examples_agree() {
                 r.replay.baseline_reserved_bytes
             );
             for (a, b) in rust.phases.iter().zip(&python.phases) {
-                assert_eq!(a.peak_allocated_bytes, b.peak_allocated_bytes);
-                assert_eq!(a.end_reserved_bytes, b.end_reserved_bytes);
+                assert_eq!(
+                    a.counters.peak_allocated_bytes,
+                    b.counters.peak_allocated_bytes
+                );
+                assert_eq!(a.counters.end_reserved_bytes, b.counters.end_reserved_bytes);
             }
             if (config, dtype) == ("small", "float32") {
                 for floor in [
@@ -391,17 +396,17 @@ fn graph_and_two_gpu_examples_agree() {
     let pair = root().join("examples/h200x2");
     let (_, first) = read(pair.join("cuda-0.json"));
     let (_, second) = read(pair.join("cuda-1.json"));
-    assert_eq!(first.configuration.device, "cuda:0");
-    assert_eq!(second.configuration.device, "cuda:1");
+    assert_eq!(first.configuration.device.to_string(), "cuda:0");
+    assert_eq!(second.configuration.device.to_string(), "cuda:1");
     assert_eq!(first.environment.device_count, 2);
     let counters = |d: &Document| -> Vec<u64> {
         d.phases
             .iter()
             .flat_map(|r| {
                 [
-                    r.peak_allocated_bytes,
-                    r.peak_reserved_bytes,
-                    r.end_allocated_bytes,
+                    r.counters.peak_allocated_bytes,
+                    r.counters.peak_reserved_bytes,
+                    r.counters.end_allocated_bytes,
                 ]
             })
             .collect()
@@ -451,5 +456,135 @@ fn the_sweep_speed_examples_find_the_same_limit() {
             .min();
         assert_eq!((largest, smallest_oom), (Some(492), Some(493)), "{run}");
         assert!(rows.iter().all(|r| &r[16] == "completed"), "{run}");
+    }
+}
+
+/// Every JSON pointer inside `value` (objects' keys and arrays' items), depth first.
+fn pointers(value: &Value, at: String, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let here = format!("{at}/{key}");
+                out.push(here.clone());
+                pointers(inner, here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (index, inner) in items.iter().enumerate() {
+                let here = format!("{at}/{index}");
+                out.push(here.clone());
+                pointers(inner, here, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The committed schema is the one generated from lab's types (`cargo xtask codegen` writes
+/// it), and it means what the hand-written v1 schema it replaced meant
+/// (`tests/data/measurement-v1-hand-written.schema.json`): for a document with every optional
+/// part present, each key removed, each value replaced by values of every kind and edge, and
+/// a key added anywhere, both schemas give the same verdict.
+#[test]
+fn the_generated_schema_accepts_what_the_hand_written_one_did() {
+    let committed =
+        std::fs::read_to_string(root().join(lab::document::schema::SCHEMA_FILE)).unwrap();
+    assert_eq!(committed, lab::document::schema::measurement_schema_text());
+    let generated = validator();
+    let hand: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            root().join("lab/tests/data/measurement-v1-hand-written.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let hand = jsonschema::validator_for(&hand).unwrap();
+    use lab::document::graph::{GraphSection, GraphTimings};
+    let counters = AllocatorCounters {
+        baseline_allocated_bytes: 1,
+        baseline_reserved_bytes: 2,
+        end_allocated_bytes: 3,
+        end_reserved_bytes: 4,
+        peak_allocated_bytes: 5,
+        peak_reserved_bytes: 6,
+    };
+    let timings = GraphTimings {
+        replays: 10,
+        batch_seconds: vec![0.001; 3],
+        single_wall_seconds: vec![1e-5; 10],
+        capture_wall_seconds: 0.2,
+    };
+    let mut document = synthetic_document();
+    document.graph = GraphSection::from_timings(&timings, counters, counters);
+    document.synthetic_model.autograd = Some("inference_mode".into());
+    document.environment.driver = Some(lab::document::Driver {
+        version: "580.1".into(),
+        source: "nvidia-smi".into(),
+    });
+    document.phases[5].gpu_seconds = Some(2e-5);
+    let base = serde_json::to_value(&document).unwrap();
+    assert!(generated.is_valid(&base) && hand.is_valid(&base));
+    let replacements: Vec<Value> = serde_json::from_str(
+        r#"[null, -1, 0, 1, 2, 3, 4, 5, 1.5, -0.5, 1000000, 1000001, 18446744073709551615,
+            "", "x", "cuda:0", "cuda:00", "cuda:x", "CUDA:0", "9.0", "9", "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00.5Z", "2026-01-01 00:00:00", "rust", "python", "Rust", "Python",
+            "float16", "float64", "model_load", "warm_forward", "warmup", "private", "shared",
+            "inference_mode", "no_grad", "training", "iteragpu-lab", "other",
+            "iteragpu-lab/measurement/v1", "iteragpu-lab/measurement/v2", true, false, [], [1],
+            [-1], {}, {"version": "1", "source": "x"}]"#,
+    )
+    .unwrap();
+    let mut paths = Vec::new();
+    pointers(&base, String::new(), &mut paths);
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    let mut judge = |label: String, candidate: &Value| {
+        compared += 1;
+        let (g, h) = (generated.is_valid(candidate), hand.is_valid(candidate));
+        if g != h {
+            differ.push(format!("{label}: generated {g}, hand-written {h}"));
+        }
+    };
+    for path in &paths {
+        let (parent, key) = path.rsplit_once('/').unwrap();
+        let mut removed = base.clone();
+        match removed.pointer_mut(parent).unwrap() {
+            Value::Object(map) => {
+                map.remove(key);
+            }
+            Value::Array(items) => {
+                items.remove(key.parse::<usize>().unwrap());
+            }
+            _ => unreachable!(),
+        }
+        judge(format!("{path} removed"), &removed);
+        for replacement in &replacements {
+            let mut changed = base.clone();
+            *changed.pointer_mut(path).unwrap() = replacement.clone();
+            judge(format!("{path} = {replacement}"), &changed);
+        }
+        if let Some(Value::Object(_)) = base.pointer(path) {
+            let mut added = base.clone();
+            if let Some(Value::Object(map)) = added.pointer_mut(path) {
+                map.insert("added_later".into(), Value::from(1));
+            }
+            judge(format!("{path} + added_later"), &added);
+        }
+    }
+    assert!(compared > 5000, "{compared}");
+    assert!(
+        differ.is_empty(),
+        "{} of {compared} differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    // And the committed documents, both twins: the same verdict (valid) from both.
+    for path in example_files() {
+        let value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(
+            generated.is_valid(&value) && hand.is_valid(&value),
+            "{}",
+            path.display()
+        );
     }
 }

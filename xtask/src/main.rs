@@ -2,7 +2,7 @@
 //!
 //! One module per command (`dist`, `notebook`, `verify`, `worker`), plus the pieces they share:
 //! [`archive`] (the kit writer), [`content`] (the content checks `dist` and `verify` both
-//! make), [`notebook_check`] (the notebook gate), and the verify steps too long for `verify.rs`
+//! make), [`notebook_check`] (the notebook gate), [`imports`] (the import graph and its floors), [`codegen`] (the generated files), and the verify steps too long for `verify.rs`
 //! ([`archive_check`], [`notebook_kernel`]). What every command needs, the project root and
 //! the verify steps' context, lives here, so that no module imports another command's module
 //! for it.
@@ -12,9 +12,11 @@
 
 mod archive;
 mod archive_check;
+mod codegen;
 mod content;
 mod crate_check;
 mod dist;
+mod imports;
 mod man;
 mod notebook;
 mod notebook_check;
@@ -49,6 +51,10 @@ enum Command {
     Worker(worker::Args),
     /// Writes lab's manual pages (lab.1, lab-<command>.1) into target/man.
     Man(man::Args),
+    /// Writes the generated files: the measurement schema, lab/data/ (`--check`: only compare).
+    Codegen(codegen::Args),
+    /// Prints the import graph of lab/src and xtask/src and checks it against the floors.
+    Imports,
 }
 
 fn main() -> ExitCode {
@@ -65,6 +71,8 @@ fn main() -> ExitCode {
         Command::Dist(args) => dist::run(args).map(|()| ExitCode::SUCCESS),
         Command::Worker(args) => worker::run(args).map(|()| ExitCode::SUCCESS),
         Command::Man(args) => man::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Codegen(args) => codegen::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Imports => imports::run(&project_root()).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -71,11 +71,15 @@ pub const STEPS: &[Step] = &[
     Step::new("fmt", fmt),
     Step::new("clippy", clippy),
     Step::new("rust tests", rust_tests),
+    Step::new(
+        "import graph: no circle, no use upwards",
+        crate::imports::step,
+    ),
     Step::new("catalog", catalog),
     Step::new("results grid", results_grid),
     Step::new(
-        "embedded copies: lab/data = data/, dist/",
-        crate_check::embedded_copies,
+        "generated files up to date: schema, lab/data copies",
+        crate::codegen::step,
     ),
     Step::new("notebook: nbformat schema and kit rules", notebook),
     Step::new("notebook up to date", notebook_up_to_date),

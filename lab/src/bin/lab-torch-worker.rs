@@ -20,10 +20,9 @@
 // Diagnostics go through `lab::stderr` (a failed write is ignored): `eprintln!` panics, exit 101.
 #![deny(clippy::print_stderr)]
 
-use lab::document::graph::{
-    GraphCounters, GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES,
-};
-use lab::document::{Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
+use lab::device::Device as Gpu;
+use lab::document::graph::{GraphSection, GraphTimings, CAPTURE_WARMUP_FORWARDS, REPLAY_BATCHES};
+use lab::document::{AllocatorCounters, Configuration, Dtype, LibtorchFacts, Phase, PhaseRow};
 use lab::worker::{
     DeviceInfo, WorkerEnvironment, WorkerError, WorkerErrorKind, WorkerMeasurement, WorkerReply,
     WorkerRequest,
@@ -238,10 +237,10 @@ fn stage_start(device: i64) -> Step<[u64; 2]> {
 }
 
 /// Counters after a stage: synchronize, read end and peaks.
-fn stage_end(device: i64, baseline: [u64; 2]) -> Step<GraphCounters> {
+fn stage_end(device: i64, baseline: [u64; 2]) -> Step<AllocatorCounters> {
     synchronize()?;
     let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device)?;
-    Ok(GraphCounters {
+    Ok(AllocatorCounters {
         baseline_allocated_bytes: baseline[0],
         baseline_reserved_bytes: baseline[1],
         end_allocated_bytes: end_alloc,
@@ -314,8 +313,9 @@ fn version_text(v: i64, per_major: i64, per_minor: i64) -> Option<String> {
     (v > 0).then(|| format!("{}.{}", v / per_major, (v % per_major) / per_minor))
 }
 
-/// libtorch, CUDA and GPU `index` as libtorch sees them. Initialises CUDA when the GPU exists.
-fn describe(index: u32) -> WorkerEnvironment {
+/// libtorch, CUDA and `gpu` as libtorch sees them. Initialises CUDA when the GPU exists.
+fn describe(gpu: Gpu) -> WorkerEnvironment {
+    let index = gpu.index();
     // The loaded library's own version file names the build (`2.11.0+cu130`); the headers'
     // TORCH_VERSION (`2.11.0`) is the fallback.
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
@@ -369,9 +369,9 @@ fn describe(index: u32) -> WorkerEnvironment {
     }
     if u64::from(index) >= env.device_count {
         env.device_problem = Some(format!(
-            "cuda:{index} does not exist: libtorch sees {} GPU(s), cuda:0 to cuda:{}",
+            "{gpu} does not exist: libtorch sees {} GPU(s), {}",
             env.device_count,
-            env.device_count - 1
+            lab::device::visible_range(env.device_count)
         ));
         return env;
     }
@@ -418,7 +418,7 @@ fn describe(index: u32) -> WorkerEnvironment {
             }
         }
         Err(message) => {
-            env.device_problem = Some(format!("cuda:{index} could not be initialised: {message}"))
+            env.device_problem = Some(format!("{gpu} could not be initialised: {message}"))
         }
     }
     env
@@ -466,12 +466,14 @@ fn phase<T>(
         forward_passes,
         wall_seconds,
         gpu_seconds,
-        baseline_allocated_bytes: base_alloc,
-        baseline_reserved_bytes: base_res,
-        end_allocated_bytes: end_alloc,
-        end_reserved_bytes: end_res,
-        peak_allocated_bytes: peak_alloc,
-        peak_reserved_bytes: peak_res,
+        counters: AllocatorCounters {
+            baseline_allocated_bytes: base_alloc,
+            baseline_reserved_bytes: base_res,
+            end_allocated_bytes: end_alloc,
+            end_reserved_bytes: end_res,
+            peak_allocated_bytes: peak_alloc,
+            peak_reserved_bytes: peak_res,
+        },
     };
     Ok((row, result))
 }
@@ -540,11 +542,10 @@ fn measure(
     config: &Configuration,
     graph_replays: Option<u64>,
 ) -> Result<WorkerMeasurement, WorkerError> {
-    let index = config.device_index().map_err(|e| WorkerError {
-        kind: WorkerErrorKind::BadRequest,
-        message: e.to_string(),
-    })?;
-    let environment = describe(index);
+    // The request's device was checked when it was read (`Device` accepts only `cuda:N`).
+    let gpu = config.device;
+    let index = gpu.index();
+    let environment = describe(gpu);
     if environment.device.is_none() {
         let kind = if environment.device_count == 0 {
             WorkerErrorKind::NoCudaDevice
@@ -556,7 +557,7 @@ fn measure(
     }
     let (phases, graph) = run_protocol(config, index, graph_replays).map_err(|f| {
         let what = format!(
-            "cuda:{index} during {} (batch {}, context {}, width {}, {})",
+            "{gpu} during {} (batch {}, context {}, width {}, {})",
             f.phase,
             config.batch,
             config.context,

@@ -1,9 +1,9 @@
 //! `lab environment`: what libtorch and the GPU report, through the torch worker. A
 //! diagnostic: it exits 0 and says "not available" (and why) when something is missing.
 
+use lab::device::{Device, Devices};
 use lab::environment::{query_driver, EnvironmentReport};
-use lab::fleet::{self, Devices};
-use lab::measure::parse_device;
+use lab::fleet;
 use lab::worker::{self, Unavailable, WorkerReply, WorkerRequest};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -41,7 +41,7 @@ pub fn run(args: Args) -> lab::Result<()> {
 /// announce (name, memory, compute capability, multiprocessors). When the GPU count cannot be
 /// learnt, or a listed GPU does not exist, the report of cuda:0 says why.
 fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
-    let mut first = report("cuda:0", args.worker.worker.as_deref());
+    let mut first = report(&Device::FIRST.to_string(), args.worker.worker.as_deref());
     let indices = match first.device_count.map(|count| devices.resolve(count)) {
         Some(Ok(indices)) => indices,
         Some(Err(e)) => {
@@ -50,11 +50,8 @@ fn run_several(devices: &Devices, args: &Args) -> lab::Result<()> {
         }
         None => return print_several(&[first], args.json),
     };
-    let reports: Vec<EnvironmentReport> = fleet::run_each(&indices, |index| {
-        Ok(report(
-            &format!("cuda:{index}"),
-            args.worker.worker.as_deref(),
-        ))
+    let reports: Vec<EnvironmentReport> = fleet::run_each(&indices, |device| {
+        Ok(report(&device.to_string(), args.worker.worker.as_deref()))
     })
     .into_iter()
     .filter_map(|(_, r)| r.ok())
@@ -151,8 +148,8 @@ fn report(device: &str, worker_path: Option<&Path>) -> EnvironmentReport {
     // A device that is not `cuda:N` is reported as such, but libtorch's own facts (version,
     // build, GPU count) are still worth showing, as `mesure_memoire.py environment` does: the
     // worker is asked about cuda:0 and only those facts are kept.
-    let index = match parse_device(device) {
-        Ok(index) => Some(index),
+    let index = match Device::parse_usage(device) {
+        Ok(device) => Some(device),
         Err(e) => {
             report.problems.push(e.to_string());
             None
@@ -164,7 +161,7 @@ fn report(device: &str, worker_path: Option<&Path>) -> EnvironmentReport {
             // A path lab found itself is shown without the home folder.
             report.worker = Some(worker::shown(&path, worker_path));
             let request = WorkerRequest::Environment {
-                device_index: index.unwrap_or(0),
+                device_index: index.unwrap_or(Device::FIRST),
             };
             match worker::call(&path, &request) {
                 Err(u) => {

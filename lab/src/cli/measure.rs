@@ -1,7 +1,8 @@
 //! `lab measure`: the bounded GPU measurement (`docs/PROTOCOL.md §4`), through the torch worker.
 
+use lab::device::{Device, Devices};
 use lab::document::{self, Configuration, Document, Dtype};
-use lab::fleet::{self, Devices};
+use lab::fleet;
 use lab::worker::{self, WorkerReply, WorkerRequest};
 use lab::{measure, values, Error};
 use std::path::{Path, PathBuf};
@@ -82,13 +83,13 @@ impl PassFlags {
     /// checked (a usage error when a tensor would be too large to describe).
     pub fn configuration(
         &self,
-        device: u32,
+        device: Device,
         batch: u64,
         context: u64,
         width: u64,
     ) -> lab::Result<Configuration> {
         let configuration = Configuration {
-            device: format!("cuda:{device}"),
+            device,
             batch,
             context,
             width,
@@ -112,13 +113,9 @@ impl PassFlags {
 pub fn run(args: Args) -> lab::Result<()> {
     let devices = &args.device;
     // Several GPUs: the flags are checked once, as for cuda:0, then given to each GPU.
-    let first = match devices {
-        Devices::One(index) => *index,
-        _ => 0,
-    };
-    let configuration = args
-        .passes
-        .configuration(first, args.batch, args.context, args.width)?;
+    let configuration =
+        args.passes
+            .configuration(devices.checked_as(), args.batch, args.context, args.width)?;
     let graph_replays = args.graph.graph_replays;
     if devices.is_several() {
         let Some(folder) = args.output_dir.as_deref() else {
@@ -153,7 +150,9 @@ pub fn run(args: Args) -> lab::Result<()> {
 /// # Errors
 /// Usage (exit 2) when the worker or libtorch is missing; runtime when it gives no answer.
 pub fn device_count(worker_path: &Path) -> lab::Result<u64> {
-    let request = WorkerRequest::Environment { device_index: 0 };
+    let request = WorkerRequest::Environment {
+        device_index: Device::FIRST,
+    };
     match worker::call(worker_path, &request).map_err(|u| Error::usage(u.message()))?? {
         WorkerReply::Environment(env) => Ok(env.device_count),
         WorkerReply::Error(e) => Err(e.into_error()),
@@ -176,9 +175,9 @@ fn measure_several(
     lab::output::check_new_folder(folder)?;
     let path = worker::locate(worker_path).map_err(|u| Error::usage(u.message()))?;
     let indices = devices.resolve(device_count(&path)?)?;
-    let results = fleet::run_each(&indices, |index| {
+    let results = fleet::run_each(&indices, |device| {
         let mut config = configuration.clone();
-        config.device = format!("cuda:{index}");
+        config.device = device;
         measure::run_with_graph(&config, graph_replays, &path)
     });
     // Nothing measured at all (no GPU, no libtorch): the first error, and no folder.
@@ -195,20 +194,20 @@ fn measure_several(
         ))
     })?;
     let mut failed = Vec::new();
-    for (index, result) in &results {
+    for (device, result) in &results {
         match result {
             Ok(document) => {
-                let file = folder.join(fleet::document_file_name(*index));
+                let file = folder.join(fleet::document_file_name(*device));
                 document::write_new(&file, document)?;
-                lab::outln!("cuda:{index}: wrote {}", file.display())?;
+                lab::outln!("{device}: wrote {}", file.display())?;
             }
             Err(e) => {
-                lab::outln!("cuda:{index}: FAILED: {e}")?;
-                failed.push(format!("cuda:{index}"));
+                lab::outln!("{device}: FAILED: {e}")?;
+                failed.push(device.to_string());
             }
         }
     }
-    let compared: Vec<(u32, Result<&Document, String>)> = results
+    let compared: Vec<(Device, Result<&Document, String>)> = results
         .iter()
         .map(|(i, r)| (*i, r.as_ref().map_err(|e| e.to_string())))
         .collect();

@@ -25,9 +25,8 @@ mod verify_kit;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use lab::text::one_line;
-use lab::values::{self, Device};
+use lab::values;
 use lab::{Error, Result};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -50,7 +49,7 @@ impl CatalogArg {
     pub fn load(&self) -> Result<lab::catalog::Catalog> {
         match self.tariffs.as_deref() {
             Some(path) if is_stdin(path) => {
-                let bytes = read_stdin(lab::catalog::MAX_CATALOG_BYTES, "catalog")?;
+                let bytes = lab::input::stdin(lab::catalog::MAX_CATALOG_BYTES, "catalog")?;
                 lab::catalog::Catalog::parse(&bytes)
                     .map_err(|e| Error::usage(format!("catalog (standard input): {e}")))
             }
@@ -82,15 +81,6 @@ pub struct AcceptedArg {
     pub accepted_results: Option<u64>,
 }
 
-/// `--device cuda:N`: the GPU a measurement runs on.
-#[derive(Debug, clap::Args)]
-pub struct DeviceArg {
-    /// GPU to measure, `cuda:N` (no default; `cpu`, `mps`, a bare `cuda` and an index with
-    /// leading zeros are refused).
-    #[arg(long, value_name = "cuda:N", value_parser = values::device, allow_hyphen_values = true)]
-    pub device: Device,
-}
-
 /// `--worker PATH`: the torch worker that does the GPU work.
 #[derive(Debug, clap::Args)]
 pub struct WorkerArg {
@@ -103,25 +93,6 @@ pub struct WorkerArg {
 /// Whether a file argument names standard input (`-`).
 pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
-}
-
-/// Reads standard input whole, at most `limit` bytes (`what` names it in messages).
-///
-/// # Errors
-/// Runtime (exit 1) when it cannot be read; usage (exit 2) when it holds more than `limit`.
-pub fn read_stdin(limit: u64, what: &str) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::runtime(format!("cannot read the {what} from standard input: {e}")))?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::usage(format!(
-            "the {what} on standard input is larger than {limit} bytes"
-        )));
-    }
-    Ok(bytes)
 }
 
 /// IteraGPU Lab: estimate weight memory, measure a synthetic MLP on a GPU, price packages.

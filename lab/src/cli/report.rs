@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<()> {
 
 /// The measurement document on standard input (`lab report -`), checked as a file is.
 fn read_stdin_measurement() -> Result<lab::document::LoadedMeasurement> {
-    let bytes = super::read_stdin(lab::document::MAX_DOCUMENT_BYTES, "measurement document")?;
+    let bytes = lab::input::stdin(lab::document::MAX_DOCUMENT_BYTES, "measurement document")?;
     let document = lab::document::parse(&bytes)
         .map_err(|e| lab::Error::usage(format!("(standard input): {e}")))?;
     Ok(lab::document::LoadedMeasurement {
@@ -141,13 +141,9 @@ fn read_file(path: &std::path::Path) -> Result<Vec<lab::document::LoadedMeasurem
 /// object with exactly the keys `lab measure --device all` writes (`basis`, `median_seconds`,
 /// `gpus`, `flagged`; [`lab::fleet::Comparison`]); `None` for anything else.
 fn comparison_files(path: &std::path::Path) -> Option<Vec<String>> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(1 << 20)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    // Any failure (not a regular file, over 1 MiB, unreadable) means "not a comparison": the
+    // document reader then words the error.
+    let bytes = lab::input::file(path, 1 << 20).ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let object = value.as_object()?;
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();

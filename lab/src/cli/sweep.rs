@@ -8,7 +8,7 @@
 //! `end`, `limit_found`).
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lab::fleet::Devices;
+use lab::device::Devices;
 use lab::output::write_new;
 use lab::stdout::{json as print_json, lines as emit};
 use lab::sweep::{render, run_sweep, Bounds, Dimension, Event, SweepEnd, WorkerRunner};
@@ -114,12 +114,8 @@ pub fn run(args: Args) -> Result<()> {
     // value, so that every point's flags are valid before anything runs.
     let pick = |d: Dimension, value: u64| if varied(d) { bounds.to } else { value };
     let devices = args.device;
-    let first = match &devices {
-        Devices::One(index) => *index,
-        _ => 0,
-    };
     let checked = args.passes.configuration(
-        first,
+        devices.checked_as(),
         pick(Dimension::Batch, batch),
         pick(Dimension::Context, context),
         pick(Dimension::Width, width),
@@ -130,16 +126,11 @@ pub fn run(args: Args) -> Result<()> {
     let worker = lab::worker::locate(args.worker.worker.as_deref())
         .map_err(|u| Error::usage(u.message()))?;
     let devices = match devices {
-        Devices::One(index) => vec![index],
+        Devices::One(device) => vec![device],
         several => several.resolve(super::measure::device_count(&worker)?)?,
     };
     // The summary names every GPU the points ran on.
-    let mut shown = flags.clone();
-    shown.device = devices
-        .iter()
-        .map(|i| format!("cuda:{i}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let shown = lab::device::list_text(&devices);
     create_new_dir(&args.output_dir)?;
 
     // One handler per process; a failure to install it only loses the clean stop.
@@ -216,9 +207,11 @@ pub fn run(args: Args) -> Result<()> {
             &summary_path,
         ))?;
     } else {
-        emit(&[render::text_summary(&result, &shown, &summary_path)
-            .trim_end()
-            .to_owned()])?;
+        emit(
+            &[render::text_summary(&result, &flags, &shown, &summary_path)
+                .trim_end()
+                .to_owned()],
+        )?;
     }
 
     match result.end {

@@ -29,7 +29,7 @@ pub struct Args {
 /// both exit the same way.
 pub fn run(args: Args) -> Result<()> {
     let report = if super::is_stdin(&args.archive) {
-        let bytes = super::read_stdin(kit::MAX_ARCHIVE_BYTES, "kit archive")?;
+        let bytes = lab::input::stdin(kit::MAX_ARCHIVE_BYTES, "kit archive")?;
         kit::verify_archive_bytes("(standard input)", &bytes)
     } else {
         kit::check_archive_path(&args.archive)?;

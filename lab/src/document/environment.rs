@@ -1,15 +1,18 @@
 //! `environment` in the document: the software and the GPU the numbers come from
 //! (`docs/PROTOCOL.md §3`). Collects no environment variable, host name, user name or path.
 
+use crate::device::Device;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The Rust compiler that built `lab` (`rustc --version`, recorded by `build.rs`).
 pub const RUSTC_VERSION: &str = env!("LAB_RUSTC_VERSION");
 
 /// `runtime` in the document: the language the measuring tool runs in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Runtime {
     /// `Rust` (or `Python` for the kit's script).
+    #[schemars(extend("enum" = ["Rust", "Python"]))]
     pub language: String,
     /// For Rust, the compiler version `lab` was built with.
     pub version: String,
@@ -38,7 +41,7 @@ pub struct Driver {
 /// What libtorch says about itself: the same three facts in the document, in the worker's
 /// answer and in `lab environment` (each flattens this struct, so the JSON keys stay
 /// `torch_version`, `cuda_build_version`, `hip_build_version`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LibtorchFacts {
     /// libtorch's version as loaded (e.g. `2.11.0+cu130`, as `torch.__version__` prints it),
     /// else its headers' `TORCH_VERSION` (`2.11.0`).
@@ -52,27 +55,33 @@ pub struct LibtorchFacts {
 
 /// `environment` in the measurement document (all fields required by the schema, plus the
 /// optional `driver`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeasurementEnvironment {
     /// Language and version of the measuring tool.
     pub runtime: Runtime,
     /// libtorch's version and build.
     #[serde(flatten)]
     pub libtorch: LibtorchFacts,
-    /// The measured GPU, `cuda:N`.
-    pub device: String,
+    /// The measured GPU (`cuda:N` in the JSON).
+    pub device: Device,
     /// Its name as the runtime reports it (`cudaDeviceProp::name`).
     pub device_name: String,
     /// Compute capability `major.minor`.
+    #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+$"))]
     pub compute_capability: String,
     /// Total memory announced by the runtime (`cudaDeviceProp::totalGlobalMem`), bytes.
+    #[schemars(range(min = 1))]
     pub total_memory_bytes: u64,
     /// Streaming multiprocessors.
+    #[schemars(range(min = 1))]
     pub multiprocessor_count: u64,
     /// GPUs visible to libtorch.
+    #[schemars(range(min = 1))]
     pub device_count: u64,
     /// Whether float32 matrix products may use TF32 (libtorch default: false; never changed).
     pub tf32_matmul_allowed: bool,
-    /// Driver version from the vendor tool, when present.
+    /// Driver version from the vendor tool, when present. Not in the v1 schema (any value is
+    /// valid there), so left out of the generated one.
+    #[schemars(skip)]
     pub driver: Option<Driver>,
 }

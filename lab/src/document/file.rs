@@ -119,34 +119,20 @@ impl LoadedMeasurement {
 /// [`Error::Usage`] (exit 2) when the path is not a regular file, is too large, or is not a
 /// measurement document matching the schema.
 pub fn read(path: &Path) -> Result<LoadedMeasurement> {
-    use std::io::Read as _;
-    let metadata = std::fs::metadata(path)
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    if !metadata.is_file() {
-        return Err(Error::usage(format!(
+    use crate::input::ReadFailure;
+    let bytes = crate::input::file(path, MAX_DOCUMENT_BYTES).map_err(|failure| match failure {
+        ReadFailure::Io(e) => Error::runtime(format!("cannot read {}: {e}", path.display())),
+        ReadFailure::NotAFile => Error::usage(format!(
             "{} is not a file: give a measurement JSON file (written by lab measure)",
             path.display()
-        )));
-    }
-    let too_large = |size: u64| {
-        Error::usage(format!(
-            "{}: {size} bytes is too large for a measurement document (at most \
+        )),
+        // The size seen: the file's, or one byte past the cap when it grew while read.
+        ReadFailure::TooLarge { bytes } => Error::usage(format!(
+            "{}: {bytes} bytes is too large for a measurement document (at most \
              {MAX_DOCUMENT_BYTES})",
             path.display()
-        ))
-    };
-    if metadata.len() > MAX_DOCUMENT_BYTES {
-        return Err(too_large(metadata.len()));
-    }
-    // Read at most one byte past the cap: a file that grew since `metadata` is still refused.
-    // Sized from the metadata: one allocation, no copy as the buffer grows.
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0) + 1);
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", path.display())))?;
-    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
+        )),
+    })?;
     let document = parse(&bytes).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
     Ok(LoadedMeasurement {
         path: path.to_path_buf(),

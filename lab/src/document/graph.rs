@@ -21,6 +21,8 @@
 //! in blocks that stay reserved for the graph as long as it exists, which is why `capture`
 //! shows reserved bytes grow. Replays allocate nothing (`replay` end equals its baseline).
 
+use super::AllocatorCounters;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -37,55 +39,48 @@ pub const MAX_REPLAYS: u64 = 1_000_000;
 /// The `memory_pool` value: the captured forward's intermediates live in the graph's own pool.
 pub const MEMORY_POOL: &str = "private";
 
-/// Caching-allocator counters around one stage of the graph measurement, bytes (the same
-/// counters and meaning as a phase row's: docs/PROTOCOL.md §4.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GraphCounters {
-    /// Allocated bytes after the first synchronize, before the stage.
-    pub baseline_allocated_bytes: u64,
-    /// Reserved bytes after the first synchronize, before the stage.
-    pub baseline_reserved_bytes: u64,
-    /// Allocated bytes after the stage's last synchronize.
-    pub end_allocated_bytes: u64,
-    /// Reserved bytes after the stage's last synchronize.
-    pub end_reserved_bytes: u64,
-    /// Highest allocated bytes during the stage (peaks reset at its start).
-    pub peak_allocated_bytes: u64,
-    /// Highest reserved bytes during the stage (peaks reset at its start).
-    pub peak_reserved_bytes: u64,
-}
-
 /// The `graph` object of a measurement document (absent when `--graph-replays` was not given).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GraphSection {
     /// Always [`MEMORY_POOL`]: the graph keeps its own memory pool.
+    #[schemars(extend("const" = MEMORY_POOL))]
     pub memory_pool: String,
     /// Forwards run on the side stream before capture ([`CAPTURE_WARMUP_FORWARDS`]).
     pub capture_warmup_forwards: u64,
     /// N: replays per back-to-back batch, and number of synchronised single replays.
+    #[schemars(range(min = 1, max = MAX_REPLAYS))]
     pub replays: u64,
     /// Back-to-back batches ([`REPLAY_BATCHES`]).
+    #[schemars(range(min = 1))]
     pub batches: u64,
     /// Per batch: CUDA-event time between the batch's two events / N, seconds per forward.
+    #[schemars(length(min = 1), inner(range(min = 0)))]
     pub batch_gpu_seconds_per_forward: Vec<f64>,
     /// Median of `batch_gpu_seconds_per_forward`: the launch-free time of one forward.
+    #[schemars(range(min = 0))]
     pub median_gpu_seconds_per_forward: f64,
     /// Smallest of `batch_gpu_seconds_per_forward`.
+    #[schemars(range(min = 0))]
     pub min_gpu_seconds_per_forward: f64,
     /// Largest of `batch_gpu_seconds_per_forward`.
+    #[schemars(range(min = 0))]
     pub max_gpu_seconds_per_forward: f64,
     /// Median host-clock time of one replay followed by a synchronize, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_median: f64,
     /// Smallest synchronised single replay, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_min: f64,
     /// Largest synchronised single replay, seconds.
+    #[schemars(range(min = 0))]
     pub synchronised_wall_seconds_max: f64,
     /// Host clock around the side-stream warm-up and the capture, seconds.
+    #[schemars(range(min = 0))]
     pub capture_wall_seconds: f64,
     /// Counters around warm-up and capture (the private pool appears here).
-    pub capture: GraphCounters,
+    pub capture: AllocatorCounters,
     /// Counters around all replays (replays allocate nothing).
-    pub replay: GraphCounters,
+    pub replay: AllocatorCounters,
 }
 
 /// Raw timings of a graph measurement, as the worker takes them.
@@ -116,8 +111,8 @@ impl GraphSection {
     /// empty or has no finite value.
     pub fn from_timings(
         timings: &GraphTimings,
-        capture: GraphCounters,
-        replay: GraphCounters,
+        capture: AllocatorCounters,
+        replay: AllocatorCounters,
     ) -> Option<Self> {
         if timings.replays == 0 {
             return None;
@@ -254,8 +249,8 @@ pub fn summary_text(graph: &GraphSection, eager_gpu_seconds: Option<f64>, flops:
 mod tests {
     use super::*;
 
-    fn counters(base: u64, end: u64) -> GraphCounters {
-        GraphCounters {
+    fn counters(base: u64, end: u64) -> AllocatorCounters {
+        AllocatorCounters {
             baseline_allocated_bytes: base,
             baseline_reserved_bytes: base * 2,
             end_allocated_bytes: end,

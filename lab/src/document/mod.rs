@@ -18,18 +18,22 @@
 //! report), so that every one of them can depend on it.
 
 mod configuration;
+mod counters;
 mod environment;
 mod file;
 pub mod graph;
 mod model;
 mod phase;
+pub mod schema;
 
 pub use configuration::{Configuration, Dtype};
+pub use counters::AllocatorCounters;
 pub use environment::{Driver, LibtorchFacts, MeasurementEnvironment, Runtime, RUSTC_VERSION};
 pub use file::{check, encode, parse, read, write_new, LoadedMeasurement, MAX_DOCUMENT_BYTES};
 pub use model::{round_to_block, SyntheticModel, ALLOCATOR_BLOCK_BYTES, AUTOGRAD_MODE};
 pub use phase::{Phase, PhaseRow};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The `schema` value of every measurement document.
@@ -39,13 +43,16 @@ pub const SCHEMA_ID: &str = "iteragpu-lab/measurement/v1";
 pub const TOOL_NAME: &str = "iteragpu-lab";
 
 /// `tool` in the document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {
     /// Always [`TOOL_NAME`].
+    #[schemars(extend("const" = TOOL_NAME))]
     pub name: String,
     /// The crate version of `lab`.
+    #[schemars(length(min = 1))]
     pub version: String,
     /// `rust` for `lab`, `python` for `mesure_memoire.py`.
+    #[schemars(extend("enum" = ["rust", "python"]))]
     pub implementation: String,
 }
 
@@ -62,13 +69,17 @@ impl Tool {
 
 /// A whole measurement document (schema `iteragpu-lab/measurement/v1`). Unknown fields are
 /// ignored when reading, so documents that gained fields still read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Document {
     /// Always [`SCHEMA_ID`].
+    #[schemars(extend("const" = SCHEMA_ID))]
     pub schema: String,
     /// Who wrote it.
     pub tool: Tool,
     /// UTC time the measurement started, `YYYY-MM-DDTHH:MM:SSZ`.
+    #[schemars(regex(
+        pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$"
+    ))]
     pub created_utc: String,
     /// Software and GPU the numbers come from.
     pub environment: MeasurementEnvironment,
@@ -76,7 +87,8 @@ pub struct Document {
     pub configuration: Configuration,
     /// Analytic sizes of the model.
     pub synthetic_model: SyntheticModel,
-    /// One row per step, in order.
+    /// One row per step, in order (at least one per phase).
+    #[schemars(length(min = 5))]
     pub phases: Vec<PhaseRow>,
     /// The CUDA-graph floor (`--graph-replays`); absent (or null) when not asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,7 +110,7 @@ impl Document {
     pub fn peak_reserved_bytes(&self) -> u64 {
         self.phases
             .iter()
-            .map(|r| r.peak_reserved_bytes)
+            .map(|r| r.counters.peak_reserved_bytes)
             .max()
             .unwrap_or(0)
     }
@@ -107,7 +119,7 @@ impl Document {
     pub fn peak_allocated_bytes(&self) -> u64 {
         self.phases
             .iter()
-            .map(|r| r.peak_allocated_bytes)
+            .map(|r| r.counters.peak_allocated_bytes)
             .max()
             .unwrap_or(0)
     }

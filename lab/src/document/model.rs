@@ -2,6 +2,7 @@
 //! predict. Nothing here is measured.
 
 use super::Dtype;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Granularity of the caching allocator's blocks, in bytes: every tensor's storage is rounded
@@ -15,7 +16,7 @@ pub const AUTOGRAD_MODE: &str = "inference_mode";
 
 /// Analytic sizes of the synthetic MLP `Linear(width → 4·width) → GELU(erf) → Linear(4·width →
 /// width)`, both with bias (`synthetic_model` in the document). Nothing here is measured.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SyntheticModel {
     /// Human-readable layer list.
     pub architecture: String,
@@ -23,23 +24,32 @@ pub struct SyntheticModel {
     /// `torch.inference_mode()` in Python: no gradients, no autograd bookkeeping). `None` in
     /// documents written before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["inference_mode", "no_grad"]))]
     pub autograd: Option<String>,
     /// Model width.
+    #[schemars(range(min = 1))]
     pub width: u64,
     /// Hidden width = 4 × width.
+    #[schemars(range(min = 1))]
     pub hidden: u64,
     /// Weights and biases: width·hidden + hidden + hidden·width + width.
+    #[schemars(range(min = 1))]
     pub parameters: u64,
     /// Bytes per element of the chosen dtype (4 or 2).
+    #[schemars(extend("enum" = [2, 4]))]
     pub dtype_bytes: u64,
     /// parameters × dtype_bytes.
+    #[schemars(range(min = 1))]
     pub parameter_bytes: u64,
     /// batch × context × width × dtype_bytes.
+    #[schemars(range(min = 1))]
     pub input_bytes: u64,
     /// Output of one forward, same shape as the input, in bytes.
+    #[schemars(range(min = 1))]
     pub output_bytes: u64,
     /// Floating-point operations of one forward: 2 × tokens × (width·hidden + hidden·width),
     /// the two matrix products only (a multiply-add counts 2; biases and GELU left out).
+    #[schemars(range(min = 1))]
     pub flops_per_forward: u64,
 }
 

@@ -1,11 +1,15 @@
 //! `phases` in the document: the five protocol steps ([`Phase`]) and one measured row per
 //! step ([`PhaseRow`]); `docs/PROTOCOL.md §4`.
 
+use super::AllocatorCounters;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The five phases of the protocol, in the order they run (their document names are
 /// `model_load`, `inputs`, `cold_forward`, `warmup`, `warm_forward`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Build and initialise the model on the CPU, move it to the GPU.
@@ -51,29 +55,32 @@ impl std::fmt::Display for Phase {
 }
 
 /// One row of `phases`: one protocol step (`docs/PROTOCOL.md §4`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// In the schema, a `warm_forward` row has an integer repetition and every other row a null one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(extend(
+    "if" = { "properties": { "phase": { "const": "warm_forward" } } },
+    "then" = { "properties": { "repetition": { "type": "integer" } } },
+    "else" = { "properties": { "repetition": { "type": "null" } } }
+))]
 pub struct PhaseRow {
     /// The step.
     pub phase: Phase,
     /// 1-based index for `warm_forward`, `None` (JSON null) for the other phases.
+    #[schemars(range(min = 1))]
     pub repetition: Option<u64>,
-    /// Forward passes run inside the step (0 for model_load and inputs).
+    /// Forward passes run inside the step (0 for model_load and inputs). Not in the v1 schema
+    /// (any value is valid there), so left out of the generated one.
+    #[schemars(skip)]
     pub forward_passes: u64,
     /// Host clock around the whole step (synchronize, counter reads, work, synchronize), s.
+    #[schemars(range(min = 0))]
     pub wall_seconds: f64,
     /// Time between two CUDA events recorded on the current stream around the work, s;
     /// `None` where not measured. Includes the GPU waiting for the host's launches.
+    #[schemars(range(min = 0))]
     pub gpu_seconds: Option<f64>,
-    /// Allocated bytes after the first synchronize, before the work.
-    pub baseline_allocated_bytes: u64,
-    /// Reserved bytes after the first synchronize, before the work.
-    pub baseline_reserved_bytes: u64,
-    /// Allocated bytes after the final synchronize (the step's result still alive).
-    pub end_allocated_bytes: u64,
-    /// Reserved bytes after the final synchronize.
-    pub end_reserved_bytes: u64,
-    /// Highest allocated bytes during the step (peak reset at its start).
-    pub peak_allocated_bytes: u64,
-    /// Highest reserved bytes during the step (peak reset at its start).
-    pub peak_reserved_bytes: u64,
+    /// The allocator's six counters around the step (flattened: six keys of the row).
+    #[serde(flatten)]
+    pub counters: AllocatorCounters,
 }

@@ -198,12 +198,12 @@ fn the_longest_document_fits_the_reader() {
     row.wall_seconds = -2.2250738585072014e-308;
     row.gpu_seconds = Some(-2.2250738585072014e-308);
     for bytes in [
-        &mut row.baseline_allocated_bytes,
-        &mut row.baseline_reserved_bytes,
-        &mut row.end_allocated_bytes,
-        &mut row.end_reserved_bytes,
-        &mut row.peak_allocated_bytes,
-        &mut row.peak_reserved_bytes,
+        &mut row.counters.baseline_allocated_bytes,
+        &mut row.counters.baseline_reserved_bytes,
+        &mut row.counters.end_allocated_bytes,
+        &mut row.counters.end_reserved_bytes,
+        &mut row.counters.peak_allocated_bytes,
+        &mut row.counters.peak_reserved_bytes,
     ] {
         *bytes = u64::MAX;
     }

@@ -10,6 +10,7 @@ use super::{
     MAX_MEMBER_BYTES, MEMBERS, SNAPSHOT_DATE,
 };
 use crate::digest::sha256_hex;
+use crate::input::ReadFailure;
 use crate::text::one_line;
 use crate::{Error, Result};
 use serde::Serialize;
@@ -101,7 +102,7 @@ pub fn verify_archive(path: &Path) -> Report {
     let label = path.display().to_string();
     let read = std::fs::File::open(path)
         .map_err(|e| format!("cannot open: {e}"))
-        .and_then(|f| read_capped(f, MAX_ARCHIVE_BYTES).map_err(|e| e.to_string()));
+        .and_then(|f| read_capped(f, MAX_ARCHIVE_BYTES));
     match read {
         Ok(bytes) => verify_archive_bytes(&label, &bytes),
         Err(message) => Report::new(&label, None, vec![Finding::new(&label, message)]),
@@ -247,7 +248,7 @@ fn read_member(
     match read_capped(file, MAX_MEMBER_BYTES) {
         Ok(bytes) => Some(bytes),
         Err(e) => {
-            findings.push(Finding::new(path, e.to_string()));
+            findings.push(Finding::new(path, e));
             None
         }
     }
@@ -410,33 +411,15 @@ fn unsafe_name(name: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// Reads at most `cap` bytes; more than that is an error, not a truncation.
-fn read_capped(reader: impl Read, cap: u64) -> std::result::Result<Vec<u8>, CappedReadError> {
-    let mut bytes = Vec::new();
-    reader
-        .take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(CappedReadError::Io)?;
-    if bytes.len() as u64 > cap {
-        return Err(CappedReadError::TooLarge(cap));
-    }
-    Ok(bytes)
-}
-
-/// Why [`read_capped`] failed.
-#[derive(Debug)]
-enum CappedReadError {
-    Io(std::io::Error),
-    TooLarge(u64),
-}
-
-impl fmt::Display for CappedReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CappedReadError::Io(e) => write!(f, "cannot read: {e}"),
-            CappedReadError::TooLarge(cap) => write!(f, "larger than the {cap}-byte limit"),
+/// Reads at most `cap` bytes ([`crate::input::capped`]); the failure in the words of a
+/// finding.
+fn read_capped(reader: impl Read, cap: u64) -> std::result::Result<Vec<u8>, String> {
+    crate::input::capped(reader, cap).map_err(|failure| match failure {
+        ReadFailure::Io(e) => format!("cannot read: {e}"),
+        ReadFailure::TooLarge { .. } | ReadFailure::NotAFile => {
+            format!("larger than the {cap}-byte limit")
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ pub fn load(path: Option<&Path>, catalog: &Catalog) -> Result<Vec<GpuMemory>> {
             if !meta.is_file() {
                 return Err(Error::usage(format!("{shown}: not a regular file")));
             }
-            let text = super::safetensors::read_text(path, MAX_BYTES, "GPU memory file")?;
+            let text = crate::input::model_text(path, MAX_BYTES, "GPU memory file")?;
             parse(&text, catalog).map_err(|e| Error::usage(format!("{shown}: {e}")))
         }
     }

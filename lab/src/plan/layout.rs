@@ -1,17 +1,16 @@
-//! The tensors of a model in the order `transformers` materialises them on a GPU.
+//! What one tensor of a model is, for its width and for the parameter count: the vocabulary
+//! the family files ([`super::family`]) use to list a model's tensors in the order
+//! `transformers` materialises them, and the sums taken over that list.
 //!
 //! `from_pretrained` and `to_empty` build the model on the meta device and then give each
 //! tensor its memory module by module (`torch.nn.Module._apply`: a module's children first,
 //! in the order they were assigned in `__init__`, then its own parameters, then its
 //! buffers). The order matters to the caching allocator ([`super::allocator`]): tensors of
 //! 1–10 MiB share 20 MiB segments. Parameters tied to the embedding are not listed again.
-//!
-//! Source: the module order of `transformers` 5.17 for every family `lab plan` knows,
-//! checked tensor by tensor against `scripts/module_order.py`'s dumps
-//! (`lab/tests/data/module-order/`). The parameter totals equal [`super::params::count`]
-//! (a test holds them together).
+//! The parameter counts are sums over the same list ([`ParameterCounts::of`]): one source of
+//! truth for the count and for the allocation replay.
 
-use super::config::{Architecture, LayerAttention};
+use serde::Serialize;
 
 /// What a tensor is, for its width: quantized formats convert the [`Role::Linear`] matrices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,200 +35,46 @@ pub enum Role {
 pub struct Tensor {
     /// What it is.
     pub role: Role,
-    /// Elements.
+    /// Elements (saturated at `u64::MAX`: such a model is refused by the 64-bit check of
+    /// [`Counts128::narrow`]).
     pub elements: u64,
 }
 
-/// Calls `visit` for every tensor of `arch` in materialisation order; `attention_bias` and
-/// `mlp_bias` as in the config. Element counts saturate instead of overflowing (a config that
-/// large is refused by the 64-bit parameter check anyway).
-pub fn for_each(
-    arch: &Architecture,
-    attention_bias: bool,
-    mlp_bias: bool,
-    visit: &mut dyn FnMut(Tensor),
-) {
-    let mut emit = |role: Role, dims: &[u64]| {
+/// Where a family writes its tensors, one call per tensor, with its shape.
+pub struct Sink<'a> {
+    visit: &'a mut dyn FnMut(Tensor),
+}
+
+impl<'a> Sink<'a> {
+    /// A sink handing every tensor to `visit`, in order.
+    pub fn new(visit: &'a mut dyn FnMut(Tensor)) -> Self {
+        Sink { visit }
+    }
+
+    /// One tensor of this role and shape (elements = the product of `dims`, saturating).
+    pub fn emit(&mut self, role: Role, dims: &[u64]) {
         let elements = dims.iter().fold(1u64, |acc, d| acc.saturating_mul(*d));
-        visit(Tensor { role, elements });
-    };
-    let family = arch.model_type.as_str();
-    let gemma = matches!(family, "gemma" | "gemma2" | "gemma3_text" | "gemma3");
-    let (h, a, k, d, i, v) = (
-        arch.hidden,
-        arch.heads,
-        arch.kv_heads,
-        arch.head_dim,
-        arch.intermediate,
-        arch.vocab,
-    );
-
-    if let Some(vt) = &arch.vision {
-        // SigLIP: embeddings, encoder layers, post norm; then the Gemma 3 projector.
-        let (vh, vi, p) = (vt.hidden, vt.intermediate, vt.patch_size);
-        let side = vt.image_size.checked_div(p).unwrap_or(0);
-        let patches = side.saturating_mul(side);
-        emit(Role::Vision, &[vh, vt.channels, p, p]);
-        emit(Role::Vision, &[vh]);
-        emit(Role::Vision, &[patches, vh]);
-        emit(Role::Buffer(8), &[patches]);
-        // Every Linear has a bias and every LayerNorm a bias: each is a pair of tensors.
-        let mut pair = |dims: &[u64]| {
-            emit(Role::Vision, dims);
-            emit(Role::Vision, &dims[..1]);
-        };
-        for _ in 0..vt.layers {
-            pair(&[vh]);
-            for _ in 0..4 {
-                pair(&[vh, vh]); // k, v, q, then the output projection
-            }
-            pair(&[vh]);
-            pair(&[vi, vh]);
-            pair(&[vh, vi]);
-        }
-        pair(&[vh]);
-        if vt.head {
-            // The pooling head: attention's output projection (a child module) before its
-            // packed q/k/v, then the LayerNorm and the MLP; the head's own probe comes last.
-            pair(&[vh, vh]);
-            pair(&[vh.saturating_mul(3), vh]);
-            pair(&[vh]);
-            pair(&[vi, vh]);
-            pair(&[vh, vi]);
-            emit(Role::Vision, &[vh]);
-        }
-        emit(Role::Vision, &[vh]);
-        emit(Role::Vision, &[vh, h]);
+        (self.visit)(Tensor { role, elements });
     }
 
-    emit(Role::Embedding, &[v, h]);
-    if gemma {
-        // The embedding scale: one element in the model's width; its 512-byte block is the
-        // same at any width, so it is counted at 16 bits.
-        emit(Role::Buffer(2), &[1]);
+    /// A decoder weight matrix.
+    pub fn linear(&mut self, dims: &[u64]) {
+        self.emit(Role::Linear, dims);
     }
-    for layer in 0..arch.layers {
-        match &arch.latent {
-            Some(l) => {
-                let qk = l.qk_nope_head_dim.saturating_add(l.qk_rope_head_dim);
-                match l.q_lora_rank {
-                    None => emit(Role::Linear, &[a.saturating_mul(qk), h]),
-                    Some(q) => {
-                        emit(Role::Linear, &[q, h]);
-                        emit(Role::Other, &[q]);
-                        emit(Role::Linear, &[a.saturating_mul(qk), q]);
-                    }
-                }
-                let c = l.kv_lora_rank;
-                emit(Role::Linear, &[c.saturating_add(l.qk_rope_head_dim), h]);
-                emit(Role::Other, &[c]);
-                let nv = l.qk_nope_head_dim.saturating_add(l.v_head_dim);
-                emit(Role::Linear, &[a.saturating_mul(nv), c]);
-                emit(Role::Linear, &[h, a.saturating_mul(l.v_head_dim)]);
-            }
-            None if family == "phi3" => {
-                emit(Role::Linear, &[h, a.saturating_mul(d)]);
-                if attention_bias {
-                    emit(Role::Other, &[h]);
-                }
-                let qkv = a.saturating_add(k.saturating_mul(2)).saturating_mul(d);
-                emit(Role::Linear, &[qkv, h]);
-                if attention_bias {
-                    emit(Role::Other, &[qkv]);
-                }
-            }
-            None => {
-                let qkv_bias = family == "qwen2" || attention_bias;
-                for heads in [a, k, k] {
-                    emit(Role::Linear, &[heads.saturating_mul(d), h]);
-                    if qkv_bias {
-                        emit(Role::Other, &[heads.saturating_mul(d)]);
-                    }
-                }
-                emit(Role::Linear, &[h, a.saturating_mul(d)]);
-                if attention_bias && family != "qwen2" {
-                    emit(Role::Other, &[h]);
-                }
-                if matches!(family, "qwen3" | "gemma3_text" | "gemma3") {
-                    emit(Role::Other, &[d]);
-                    emit(Role::Other, &[d]);
-                }
-            }
-        }
-        let moe = arch.experts.filter(|e| layer >= e.dense_layers);
-        match moe {
-            Some(e) if family == "mixtral" => {
-                emit(Role::Other, &[e.routed, h]);
-                emit(
-                    Role::Linear,
-                    &[e.routed, e.intermediate.saturating_mul(2), h],
-                );
-                emit(Role::Linear, &[e.routed, h, e.intermediate]);
-            }
-            Some(e) => {
-                // DeepSeek: routed experts, router (and V3's score correction), shared experts.
-                emit(
-                    Role::Linear,
-                    &[e.routed, e.intermediate.saturating_mul(2), h],
-                );
-                emit(Role::Linear, &[e.routed, h, e.intermediate]);
-                emit(Role::Other, &[e.routed, h]);
-                if family == "deepseek_v3" {
-                    emit(Role::Other, &[e.routed]);
-                }
-                if e.shared_intermediate > 0 {
-                    emit(Role::Linear, &[e.shared_intermediate, h]);
-                    emit(Role::Linear, &[e.shared_intermediate, h]);
-                    emit(Role::Linear, &[h, e.shared_intermediate]);
-                }
-            }
-            None if family == "phi3" => {
-                emit(Role::Linear, &[i.saturating_mul(2), h]);
-                if mlp_bias {
-                    emit(Role::Other, &[i.saturating_mul(2)]);
-                }
-                emit(Role::Linear, &[h, i]);
-                if mlp_bias {
-                    emit(Role::Other, &[h]);
-                }
-            }
-            None => {
-                for (rows, cols) in [(i, h), (i, h), (h, i)] {
-                    emit(Role::Linear, &[rows, cols]);
-                    if mlp_bias {
-                        emit(Role::Other, &[rows]);
-                    }
-                }
-            }
-        }
-        let norms = if matches!(family, "gemma2" | "gemma3_text" | "gemma3") {
-            4
-        } else {
-            2
-        };
-        for _ in 0..norms {
-            emit(Role::Other, &[h]);
-        }
+
+    /// A norm weight, a bias or a router.
+    pub fn other(&mut self, dims: &[u64]) {
+        self.emit(Role::Other, dims);
     }
-    emit(Role::Other, &[h]);
-    // Rotary frequencies, fp32: `inv_freq` and `original_inv_freq`; Gemma 3 keeps one pair
-    // per attention kind its layers use (full, sliding).
-    let rotary = arch.latent.map_or(d, |l| l.qk_rope_head_dim) / 2;
-    let pairs = if matches!(family, "gemma3_text" | "gemma3") {
-        let sliding = arch
-            .layer_attention
-            .iter()
-            .filter(|l| matches!(l, LayerAttention::Sliding(_)))
-            .count();
-        usize::from(sliding > 0) + usize::from(sliding < arch.layer_attention.len())
-    } else {
-        1
-    };
-    for _ in 0..2 * pairs {
-        emit(Role::Buffer(4), &[rotary]);
+
+    /// A vision-tower parameter.
+    pub fn vision(&mut self, dims: &[u64]) {
+        self.emit(Role::Vision, dims);
     }
-    if !arch.tied_embeddings {
-        emit(Role::OutputHead, &[h, v]);
+
+    /// A buffer of `width` bytes per element.
+    pub fn buffer(&mut self, width: u64, dims: &[u64]) {
+        self.emit(Role::Buffer(width), dims);
     }
 }
 
@@ -241,5 +86,122 @@ pub fn tensor_bytes(t: Tensor, parameter: u64, matrix: &dyn Fn(u64) -> u64) -> u
         Role::Linear => matrix(t.elements),
         Role::Buffer(width) => t.elements.saturating_mul(width),
         _ => t.elements.saturating_mul(parameter),
+    }
+}
+
+/// Parameters by role: quantizers convert `linear` (decoder matrices), and keep the rest
+/// (embeddings, output head, norms, biases, routers) in 16 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ParameterCounts {
+    /// Token embedding `V x H`.
+    pub embedding: u64,
+    /// Output head `H x V` (0 when tied to the embedding).
+    pub output_head: u64,
+    /// Weight matrices of the decoder layers (attention, feed-forward, experts).
+    pub linear: u64,
+    /// Norms, biases and routers.
+    pub other: u64,
+    /// Vision tower and projector of a multimodal checkpoint (0 otherwise).
+    pub vision: u64,
+}
+
+impl ParameterCounts {
+    /// All parameters.
+    pub fn total(&self) -> u128 {
+        u128::from(self.embedding)
+            + u128::from(self.output_head)
+            + u128::from(self.linear)
+            + u128::from(self.other)
+            + u128::from(self.vision)
+    }
+
+    /// The sums by role of the tensors `walk` lists (buffers are not parameters), in u128
+    /// (saturating): see [`Counts128::narrow`] for the 64-bit check.
+    pub fn of(walk: impl FnOnce(&mut dyn FnMut(Tensor))) -> Counts128 {
+        let mut sums = Counts128::default();
+        walk(&mut |t| {
+            let slot = match t.role {
+                Role::Embedding => &mut sums.embedding,
+                Role::OutputHead => &mut sums.output_head,
+                Role::Linear => &mut sums.linear,
+                Role::Other => &mut sums.other,
+                Role::Vision => &mut sums.vision,
+                Role::Buffer(_) => return,
+            };
+            *slot = slot.saturating_add(u128::from(t.elements));
+        });
+        sums
+    }
+}
+
+/// [`ParameterCounts`] before the check that each fits in 64 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts128 {
+    /// See [`ParameterCounts::embedding`].
+    pub embedding: u128,
+    /// See [`ParameterCounts::output_head`].
+    pub output_head: u128,
+    /// See [`ParameterCounts::linear`].
+    pub linear: u128,
+    /// See [`ParameterCounts::other`].
+    pub other: u128,
+    /// See [`ParameterCounts::vision`].
+    pub vision: u128,
+}
+
+impl Counts128 {
+    /// The counts as `u64`, or `None` when the total does not fit (no real model comes near;
+    /// a tensor whose element count saturated is never narrowed, as it plus the final norm
+    /// passes `u64::MAX`).
+    pub fn narrow(&self) -> Option<ParameterCounts> {
+        let total = self
+            .embedding
+            .checked_add(self.output_head)?
+            .checked_add(self.linear)?
+            .checked_add(self.other)?
+            .checked_add(self.vision)?;
+        u64::try_from(total).ok()?;
+        Some(ParameterCounts {
+            embedding: u64::try_from(self.embedding).ok()?,
+            output_head: u64::try_from(self.output_head).ok()?,
+            linear: u64::try_from(self.linear).ok()?,
+            other: u64::try_from(self.other).ok()?,
+            vision: u64::try_from(self.vision).ok()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_sums_by_role_and_buffers_are_not_parameters() {
+        let counts = ParameterCounts::of(|visit| {
+            let mut t = Sink::new(visit);
+            t.emit(Role::Embedding, &[10, 4]);
+            t.linear(&[4, 4]);
+            t.linear(&[4, 8]);
+            t.other(&[4]);
+            t.buffer(4, &[2]);
+            t.vision(&[3, 3]);
+        });
+        let n = counts.narrow().unwrap();
+        assert_eq!(
+            (n.embedding, n.output_head, n.linear, n.other, n.vision),
+            (40, 0, 48, 4, 9)
+        );
+        assert_eq!(n.total(), 101);
+    }
+
+    #[test]
+    fn a_saturated_tensor_is_never_narrowed() {
+        let counts = ParameterCounts::of(|visit| {
+            let mut t = Sink::new(visit);
+            t.linear(&[1 << 40, 1 << 40]);
+            t.other(&[1]);
+        });
+        assert_eq!(counts.linear, u128::from(u64::MAX));
+        assert_eq!(counts.narrow(), None);
     }
 }

@@ -21,7 +21,7 @@
 //! no master copy and the total is the same 16 bytes. Activations: see
 //! [`training_activations`].
 
-use super::config::{Architecture, LayerAttention};
+use super::family::{Architecture, Attention, Layer};
 use super::sat::Sat;
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -66,14 +66,27 @@ pub fn bytes_for(count: u64, bits: Decimal) -> Option<u64> {
     u64::try_from(bytes.ceil()).ok()
 }
 
-/// KV-cache bytes of one token in one layer, per sequence.
-pub fn kv_bytes_per_token_layer(arch: &Architecture, element_bytes: u64) -> u128 {
-    match &arch.latent {
-        Some(l) => u128::from(l.kv_lora_rank + l.qk_rope_head_dim) * u128::from(element_bytes),
-        None => {
-            2 * u128::from(arch.kv_heads) * u128::from(arch.head_dim) * u128::from(element_bytes)
+/// KV-cache bytes of one token in `layer`, per sequence: `2 K d` elements (keys and values),
+/// or `kv_lora_rank + qk_rope_head_dim` for latent attention.
+pub fn kv_bytes_per_token_layer(arch: &Architecture, layer: &Layer, element_bytes: u64) -> u128 {
+    let elements = match (layer.attention, &arch.latent) {
+        (Attention::Latent, Some(l)) => u128::from(l.kv_lora_rank) + u128::from(l.qk_rope_head_dim),
+        (Attention::Latent, None) => 0,
+        (Attention::Full | Attention::Sliding(_), _) => {
+            2 * u128::from(arch.kv_heads) * u128::from(arch.head_dim)
         }
-    }
+    };
+    elements * u128::from(element_bytes)
+}
+
+/// KV-cache bytes of one token of one sequence, summed over the layers.
+pub fn kv_bytes_per_token(arch: &Architecture, element_bytes: u64) -> u128 {
+    let sum: Sat = arch
+        .layer_kinds
+        .iter()
+        .map(|l| Sat(kv_bytes_per_token_layer(arch, l, element_bytes)))
+        .sum();
+    sum.get()
 }
 
 /// KV-cache bytes for `batch` sequences of `context` tokens; with `windowed` false every layer
@@ -85,16 +98,18 @@ pub fn kv_cache_bytes(
     context: u64,
     windowed: bool,
 ) -> u128 {
-    let per = Sat(kv_bytes_per_token_layer(arch, element_bytes));
-    let tokens: Sat = arch
-        .layer_attention
+    let per_sequence: Sat = arch
+        .layer_kinds
         .iter()
-        .map(|a| match (a, windowed) {
-            (LayerAttention::Sliding(w), true) => Sat::from(context.min(*w)),
-            _ => Sat::from(context),
+        .map(|l| {
+            let tokens = match (l.attention, windowed) {
+                (Attention::Sliding(w), true) => context.min(w),
+                _ => context,
+            };
+            Sat(kv_bytes_per_token_layer(arch, l, element_bytes)) * tokens
         })
         .sum();
-    (per * tokens * batch).get()
+    (per_sequence * batch).get()
 }
 
 /// Working memory of one decoder layer during prefill, bytes: the largest set of tensors
@@ -134,7 +149,7 @@ pub fn activation_workspace(
     let i = Sat::from(arch.intermediate);
     let ffn = match &arch.experts {
         // Phi-3's fused gate-up output stays alive beside the activation and the product.
-        None if arch.model_type == "phi3" => 4 * i * e,
+        None if arch.fused_gate_up => 4 * i * e,
         None => 3 * i * e,
         Some(x) => {
             // Grouped experts: every (token, expert) pair gets its own copy of the hidden
@@ -149,9 +164,9 @@ pub fn activation_workspace(
     // batch) once the context passes the window.
     let t = Sat::from(context);
     let mask = if arch
-        .layer_attention
+        .layer_kinds
         .iter()
-        .any(|l| matches!(l, LayerAttention::Sliding(w) if *w < context))
+        .any(|l| matches!(l.attention, Attention::Sliding(w) if w < context))
     {
         t * t
     } else {
@@ -185,14 +200,7 @@ pub fn training_activations(
     let k = Sat::from(arch.kv_heads);
     let d = Sat::from(arch.head_dim);
     let tokens = Sat::from(batch) * context;
-    let norms: u64 = if matches!(
-        arch.model_type.as_str(),
-        "gemma2" | "gemma3_text" | "gemma3"
-    ) {
-        4
-    } else {
-        2
-    };
+    let norms = arch.norms_per_layer;
     let attention = match &arch.latent {
         Some(l) => {
             let qk = Sat::from(l.qk_nope_head_dim) + l.qk_rope_head_dim;
@@ -210,7 +218,7 @@ pub fn training_activations(
         }
     };
     // Qwen3 and Gemma 3 normalise queries and keys: fp32 input and 16-bit normed copy.
-    let qk_norm = if matches!(arch.model_type.as_str(), "qwen3" | "gemma3_text" | "gemma3") {
+    let qk_norm = if arch.qk_norm {
         6 * (a * d + k * d)
     } else {
         Sat(0)

@@ -1,7 +1,9 @@
 //! `lab plan`: which package fits a model, and what it costs (`docs/PLANNING.md`,
 //! `docs/PROTOCOL.md §9`).
 //!
-//! - [`config`]: `config.json` to architecture facts; [`params`]: parameter counts per family;
+//! - [`model`]: the model folder read once (config, headers); [`family`]: one file per model
+//!   family, `config.json` to architecture facts and each layer's tensors; [`config`]: the
+//!   strict field reader; [`layout`]: tensor roles and the parameter counts summed over them;
 //! - [`safetensors`]: bounded header reading (exact counts and stored dtypes);
 //! - [`memory`]: the breakdown (weights, KV cache, workspace, training state);
 //! - [`gpu_memory`]: memory per catalog GPU (`data/gpu-memory.csv`);
@@ -12,23 +14,25 @@
 
 pub mod allocator;
 pub mod config;
+pub mod family;
 pub mod gpu_memory;
 pub mod json;
 pub mod layout;
 pub mod memory;
+pub mod model;
 pub mod packages;
-pub mod params;
 pub mod safetensors;
 pub mod sat;
 
 use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};
-use config::Architecture;
+use family::Architecture;
+use layout::ParameterCounts;
 use memory::{bytes_for, format_bits, normalize_dtype};
-use params::ParameterCounts;
+use model::Model;
 use rust_decimal::Decimal;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Inference or one training step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -196,79 +200,10 @@ pub struct ArchitectureSummary {
     pub tensor_parallel_degrees: Vec<u64>,
 }
 
-/// Reads the model at `request.model`: its config and, in a folder, its safetensors headers.
-///
-/// # Errors
-/// [`Error::Usage`] for a folder without `config.json`, a model file that is not a regular
-/// file, an unknown architecture, a key given twice, malformed headers or index;
-/// [`Error::Runtime`] for a path that is missing or cannot be read (a dangling symbolic link
-/// included), as for every file `lab` reads (`docs/PROTOCOL.md §8`).
-pub fn read_model(path: &Path) -> Result<(Architecture, bool, bool, Option<safetensors::Summary>)> {
-    let shown = crate::text::one_line(&path.display().to_string());
-    let meta = std::fs::metadata(path).map_err(|e| {
-        Error::runtime(format!(
-            "cannot read --model {shown}: {e}; give a model folder or its config.json"
-        ))
-    })?;
-    let (config_path, folder) = if meta.is_dir() {
-        (path.join("config.json"), Some(path.to_path_buf()))
-    } else {
-        (path.to_path_buf(), None)
-    };
-    // A config.json that is there but not a file (a folder, a FIFO, a dangling link) is
-    // reported as such by read_text, not as missing.
-    if folder.is_some() && !safetensors::present(&config_path)? {
-        return Err(Error::usage(format!(
-            "--model {shown}: the folder has no config.json (a Hugging Face model folder holds one)"
-        )));
-    }
-    let config_shown = crate::text::one_line(&config_path.display().to_string());
-    let text = safetensors::read_text(&config_path, config::MAX_CONFIG_BYTES, "model config")?;
-    // Keys given twice are refused before the config is read (it would keep the last one).
-    let value = match json::parse(json::strip_bom(text.as_bytes())) {
-        Ok(value) => Some(value),
-        Err(json::Problem::Invalid(_)) => None,
-        Err(duplicate) => return Err(Error::usage(duplicate.message(&config_shown))),
-    };
-    let arch = config::parse(&text).map_err(|e| config_error(&config_shown, &e))?;
-    let value = value.unwrap_or_default();
-    let scope = value
-        .get("text_config")
-        .filter(|_| arch.model_type == "gemma3")
-        .unwrap_or(&value);
-    let attention_bias = scope
-        .get("attention_bias")
-        .and_then(serde_json::Value::as_bool)
-        == Some(true);
-    let mlp_bias = scope.get("mlp_bias").and_then(serde_json::Value::as_bool) == Some(true);
-    let summary = match &folder {
-        Some(folder) => safetensors::read_folder(folder)?,
-        None => None,
-    };
-    Ok((arch, attention_bias, mlp_bias, summary))
-}
-
-/// A [`config::parse`] error with the config file's path named once: its messages start with
-/// `config.json` (replaced by the path) or with the problem (the path put before it).
-fn config_error(config_shown: &str, error: &Error) -> Error {
-    let message = error.to_string();
-    let message = match message
-        .strip_prefix("config.json")
-        .filter(|rest| rest.starts_with([':', ' ']))
-    {
-        Some(rest) => format!("{config_shown}{rest}"),
-        None => format!("{config_shown}: {message}"),
-    };
-    match error {
-        Error::Usage(_) => Error::usage(message),
-        Error::Runtime(_) | Error::OutOfMemory(_) => Error::runtime(message),
-    }
-}
-
 /// Builds the plan for `request` against `catalog` and `gpu_memory`.
 ///
 /// # Errors
-/// As [`read_model`]; [`Error::Usage`] for a zero batch or context, an unknown format, a
+/// As [`model::read`]; [`Error::Usage`] for a zero batch or context, an unknown format, a
 /// model too large for 64-bit byte counts, or a package error (unknown GPU, duration).
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -282,18 +217,40 @@ pub fn plan(
     if request.batch == 0 || request.context == 0 {
         return Err(Error::usage("--batch and --context must be at least 1"));
     }
-    let (arch, attention_bias, mlp_bias, summary) = read_model(&request.model)?;
+    let model = model::read(&request.model)?;
+    plan_model(
+        &model,
+        request,
+        catalog,
+        gpu_memory,
+        days,
+        accepted_results,
+        only_gpu,
+    )
+}
+
+/// [`plan`] for a model already read.
+#[allow(clippy::too_many_arguments)]
+fn plan_model(
+    model: &Model,
+    request: &Request,
+    catalog: &Catalog,
+    gpu_memory: &[gpu_memory::GpuMemory],
+    days: u32,
+    accepted_results: Option<u64>,
+    only_gpu: Option<&str>,
+) -> Result<Plan> {
+    let arch = &model.architecture;
+    let summary = &model.headers;
     let too_big = || {
         Error::usage(
             "this plan's sizes overflow 64-bit byte counts: lower --batch or --context, or check config.json",
         )
     };
-    let counts = params::count(&arch, attention_bias, mlp_bias)
-        .narrow()
-        .ok_or_else(too_big)?;
+    let counts = arch.parameter_counts().narrow().ok_or_else(too_big)?;
     let from_config = u64::try_from(counts.total()).map_err(|_| too_big())?;
     let mut notes = Vec::new();
-    let parameters = match &summary {
+    let parameters = match summary {
         // A pre-quantized checkpoint stores packed integers and scales: its element count is
         // not a parameter count, its bytes are still the stored weights.
         Some(s) if arch.quantization.is_some() => {
@@ -323,7 +280,7 @@ pub fn plan(
         None => from_config,
     };
     if let (Some(method), None, WeightsFormat::Stored) =
-        (&arch.quantization, &summary, &request.weights)
+        (&arch.quantization, summary, &request.weights)
     {
         notes.push(format!(
             "config.json describes a pre-quantized checkpoint ({method}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width"
@@ -336,7 +293,7 @@ pub fn plan(
         .and_then(normalize_dtype)
         .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype));
     let (weights_bytes, weights_format, weight_element_bytes) = match &request.weights {
-        WeightsFormat::Stored => match (&summary, stored) {
+        WeightsFormat::Stored => match (summary, stored) {
             (Some(s), Some(name)) => (s.data_bytes, format!("{name} (as stored)"), element_bytes(name)),
             (Some(s), None) => (s.data_bytes, "as stored".to_string(), 2),
             (None, Some(name)) => {
@@ -381,15 +338,8 @@ pub fn plan(
             2,
         ),
     };
-    let (weights_allocated_bytes, weights_reserved_bytes) = on_gpu(
-        &arch,
-        attention_bias,
-        mlp_bias,
-        &request.weights,
-        weight_element_bytes,
-        weights_bytes,
-    )
-    .ok_or_else(too_big)?;
+    let (weights_allocated_bytes, weights_reserved_bytes) =
+        on_gpu(arch, &request.weights, weight_element_bytes, weights_bytes).ok_or_else(too_big)?;
     // Activations and the KV cache default to the weights' float width (16 bits for
     // quantized weights).
     let act_bytes = weight_element_bytes.max(2);
@@ -420,18 +370,17 @@ pub fn plan(
     let b = request.batch;
     let t = request.context;
     let narrow = |v: u128| u64::try_from(v).map_err(|_| too_big());
-    let per_token: u128 =
-        memory::kv_bytes_per_token_layer(&arch, kv_element) * u128::from(arch.layers);
+    let per_token: u128 = memory::kv_bytes_per_token(arch, kv_element);
     let (kv, prefill_kv, activation) = match request.mode {
         Mode::Inference => (
-            memory::kv_cache_bytes(&arch, kv_element, b, t, true),
-            memory::kv_cache_bytes(&arch, kv_element, b, t, false),
-            memory::activation_workspace(&arch, act_bytes, b, t),
+            memory::kv_cache_bytes(arch, kv_element, b, t, true),
+            memory::kv_cache_bytes(arch, kv_element, b, t, false),
+            memory::activation_workspace(arch, act_bytes, b, t),
         ),
         Mode::Training => (
             0,
             0,
-            memory::training_activations(&arch, b, t, request.checkpointing),
+            memory::training_activations(arch, b, t, request.checkpointing),
         ),
     };
     let (gradients, master, optimizer) = match request.mode {
@@ -489,16 +438,12 @@ pub fn plan(
     let pk = packages::packages(
         catalog,
         gpu_memory,
-        &arch,
+        arch,
         &need,
         days,
         accepted_results,
         only_gpu,
     )?;
-    let window = arch.layer_attention.iter().find_map(|a| match a {
-        config::LayerAttention::Sliding(w) => Some(*w),
-        config::LayerAttention::Full => None,
-    });
     let architecture = ArchitectureSummary {
         hidden_size: arch.hidden,
         layers: arch.layers,
@@ -508,26 +453,22 @@ pub fn plan(
         intermediate_size: arch.intermediate,
         vocab_size: arch.vocab,
         tied_embeddings: arch.tied_embeddings,
-        sliding_window_layers: arch
-            .layer_attention
-            .iter()
-            .filter(|a| matches!(a, config::LayerAttention::Sliding(_)))
-            .count() as u64,
-        sliding_window: window,
+        sliding_window_layers: arch.sliding_layers() as u64,
+        sliding_window: arch.sliding_window(),
         experts: arch.experts.map(|e| (e.routed, e.per_token)),
         latent_kv_width: arch.latent.map(|l| l.kv_lora_rank + l.qk_rope_head_dim),
-        tensor_parallel_degrees: packages::degrees(&arch),
+        tensor_parallel_degrees: packages::degrees(arch),
     };
     if arch.vision.is_some() {
         notes.push("the vision tower and projector are counted in the weights; image tokens are not in the context".to_string());
     }
     Ok(Plan {
         model: request.model.display().to_string(),
-        model_type: arch.model_type.clone(),
+        model_type: arch.model_type().to_string(),
         parameters,
         parameters_from_config: from_config,
         parameter_breakdown: counts,
-        headers: summary.map(|s| Headers {
+        headers: summary.as_ref().map(|s| Headers {
             files: s.files.clone(),
             tensors: s.tensors,
             elements: s.elements,
@@ -555,8 +496,6 @@ pub fn plan(
 /// `weights_bytes` so that headers that disagree with the config keep their own total.
 fn on_gpu(
     arch: &Architecture,
-    attention_bias: bool,
-    mlp_bias: bool,
     format: &WeightsFormat,
     element: u64,
     weights_bytes: u64,
@@ -573,7 +512,7 @@ fn on_gpu(
     let matrix = |n: u64| bytes_for(n, matrix_bits).unwrap_or(u64::MAX);
     let mut replay = allocator::CachingAllocator::new();
     let mut parameters: u128 = 0;
-    layout::for_each(arch, attention_bias, mlp_bias, &mut |t| {
+    arch.tensors(&mut |t| {
         let bytes = layout::tensor_bytes(t, parameter, &matrix);
         if !matches!(t.role, layout::Role::Buffer(_)) {
             parameters += u128::from(bytes);

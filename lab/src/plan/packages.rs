@@ -11,7 +11,7 @@
 //! - the smallest t whose per-GPU need fits the usable memory is the GPU count; lots =
 //!   `ceil(t / gpus_per_lot)`, priced by [`crate::pricing::quote`], as `lab price` does.
 
-use super::config::Architecture;
+use super::family::Architecture;
 use super::gpu_memory::GpuMemory;
 use crate::catalog::Catalog;
 use crate::compare::lots_needed;

@@ -139,7 +139,7 @@ pub fn present(path: &Path) -> Result<bool> {
 /// in the index but absent from its shard, and a tensor found in two shards.
 pub fn read_index(index: &Path) -> Result<Summary> {
     let shown = crate::text::one_line(&index.display().to_string());
-    let bytes = read_bounded(index, MAX_INDEX_BYTES, "model index")?;
+    let bytes = crate::input::model_file(index, MAX_INDEX_BYTES, "model index")?;
     let value = super::json::parse(super::json::strip_bom(&bytes))
         .map_err(|e| Error::usage(e.message(&shown)))?;
     let Some(Value::Object(map)) = value.get("weight_map") else {
@@ -250,8 +250,7 @@ pub fn read_file(path: &Path) -> Result<(Summary, BTreeSet<String>)> {
     file.read_exact(&mut prefix).map_err(cannot)?;
     let n = u64::from_le_bytes(prefix);
     check_length(n, file_len).map_err(|e| Error::usage(format!("{shown}: {e}")))?;
-    let mut header = Vec::new();
-    file.take(n).read_to_end(&mut header).map_err(cannot)?;
+    let header = crate::input::prefix(&mut file, n).map_err(cannot)?;
     if header.len() as u64 != n {
         return Err(Error::usage(format!(
             "{shown}: truncated safetensors header ({} of {n} bytes)",
@@ -399,41 +398,6 @@ pub fn parse_header(
         }
     }
     Ok((summary, names))
-}
-
-/// Reads a whole small file, refusing one over `limit` bytes; `what` names the file in that
-/// refusal ("model index", "model config"...).
-fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
-    let shown = crate::text::one_line(&path.display().to_string());
-    let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
-    regular_file(path, &shown)?;
-    let file = std::fs::File::open(path).map_err(cannot)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::usage(format!(
-            "{shown}: larger than {limit} bytes; too large for a {what}"
-        )));
-    }
-    Ok(bytes)
-}
-
-/// Reads `config.json`-sized text files (bounded); used by the plan for `config.json` and the
-/// GPU memory file. `what` names the file when it is too large ("model config"...).
-///
-/// # Errors
-/// [`Error::Usage`] for a file over `limit`, not a regular file, or not UTF-8;
-/// [`Error::Runtime`] when unreadable.
-pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String> {
-    let bytes = read_bounded(path, limit, what)?;
-    String::from_utf8(bytes).map_err(|_| {
-        Error::usage(format!(
-            "{}: not UTF-8 text",
-            crate::text::one_line(&path.display().to_string())
-        ))
-    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use super::{kit_header, MAX_GRID_BYTES};
 use crate::{Error, Result};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// The grid file, open for appending and locked (step 2 of [`append_run`](super::append_run)).
@@ -52,10 +52,18 @@ impl LockedGrid {
                 grid.display()
             )));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(length).unwrap_or(0));
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.read_to_end(&mut bytes))
-            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", grid.display())))?;
+        let cannot =
+            |e: std::io::Error| Error::runtime(format!("cannot read {}: {e}", grid.display()));
+        file.seek(SeekFrom::Start(0)).map_err(cannot)?;
+        // Capped as well: a grid that grew past the bound since its length was read.
+        let bytes =
+            crate::input::capped(&mut file, MAX_GRID_BYTES).map_err(|failure| match failure {
+                crate::input::ReadFailure::Io(e) => cannot(e),
+                _ => Error::usage(format!(
+                    "{} is larger than {MAX_GRID_BYTES} bytes; not a results grid",
+                    grid.display()
+                )),
+            })?;
         Ok(LockedGrid { file, bytes })
     }
 

@@ -96,6 +96,18 @@ pub fn parse_number(text: &str) -> Option<Decimal> {
     }
 }
 
+/// A whole-number cell (`lots`, `days`, `accepted_results`) as `lab record` writes it: ASCII
+/// digits only, at least one, up to `u64::MAX` (leading zeros carry no value); `None` for
+/// anything else. The grammar of [`crate::values::count`] for command-line values, repeated
+/// here because the grid's reader sits on a lower floor than the flag grammar
+/// (`docs/ARCHITECTURE.md`).
+pub fn parse_count(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 /// Parses a threshold such as `>=0.92`, `> 0`, `≤ 1e-3`.
 pub fn parse_threshold(text: &str) -> Option<Threshold> {
     let text = text.trim();
@@ -318,6 +330,32 @@ pub fn device_is(gpu: &str, device_name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whole-number cells take what `lab record` writes and the flag grammar accepts: digits
+    /// only, leading zeros, up to u64::MAX; no sign, space, point, exponent or separator.
+    #[test]
+    fn count_cells_are_digits_only() {
+        for (text, value) in [
+            ("0", Some(0)),
+            ("7", Some(7)),
+            ("007", Some(7)),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("", None),
+            ("+1", None),
+            ("-1", None),
+            (" 1", None),
+            ("1.0", None),
+            ("1e3", None),
+            ("1_000", None),
+            ("1,000", None),
+            ("\u{0661}", None),
+        ] {
+            assert_eq!(parse_count(text), value, "{text:?}");
+            // The same verdict as the command-line grammar.
+            assert_eq!(crate::values::count(text).ok(), value, "{text:?}");
+        }
+    }
 
     fn good() -> GridRow {
         GridRow {

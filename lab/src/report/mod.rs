@@ -89,12 +89,18 @@ impl Serialize for ReportRow {
         row.serialize_field("forward_passes", &m.forward_passes)?;
         row.serialize_field("wall_seconds", &m.wall_seconds)?;
         row.serialize_field("gpu_seconds", &m.gpu_seconds)?;
-        row.serialize_field("baseline_allocated_bytes", &m.baseline_allocated_bytes)?;
-        row.serialize_field("baseline_reserved_bytes", &m.baseline_reserved_bytes)?;
-        row.serialize_field("end_allocated_bytes", &m.end_allocated_bytes)?;
-        row.serialize_field("end_reserved_bytes", &m.end_reserved_bytes)?;
-        row.serialize_field("peak_allocated_bytes", &m.peak_allocated_bytes)?;
-        row.serialize_field("peak_reserved_bytes", &m.peak_reserved_bytes)?;
+        row.serialize_field(
+            "baseline_allocated_bytes",
+            &m.counters.baseline_allocated_bytes,
+        )?;
+        row.serialize_field(
+            "baseline_reserved_bytes",
+            &m.counters.baseline_reserved_bytes,
+        )?;
+        row.serialize_field("end_allocated_bytes", &m.counters.end_allocated_bytes)?;
+        row.serialize_field("end_reserved_bytes", &m.counters.end_reserved_bytes)?;
+        row.serialize_field("peak_allocated_bytes", &m.counters.peak_allocated_bytes)?;
+        row.serialize_field("peak_reserved_bytes", &m.counters.peak_reserved_bytes)?;
         row.serialize_field(
             "predicted_end_allocated_bytes",
             &self.predicted_end_allocated_bytes,
@@ -211,14 +217,14 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                 .flat_map(|(i, m)| {
                     let model = &m.document.synthetic_model;
                     m.document.rows_of(phase).map(move |r| {
-                        let prediction = predict(model, phase, r.baseline_allocated_bytes);
+                        let prediction = predict(model, phase, r.counters.baseline_allocated_bytes);
                         ReportRow {
                             file_index: i + 1,
                             measured: r.clone(),
                             predicted_end_allocated_bytes: prediction.end_allocated_bytes,
                             predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
                             peak_allocated_minus_predicted_bytes: i128::from(
-                                r.peak_allocated_bytes,
+                                r.counters.peak_allocated_bytes,
                             ) - i128::from(
                                 prediction.peak_allocated_bytes,
                             ),

@@ -126,8 +126,9 @@ fn data_max_mib(report: &Report) -> f64 {
         .flat_map(|t| t.rows.iter())
         .map(|r| {
             r.measured
+                .counters
                 .peak_allocated_bytes
-                .max(r.measured.peak_reserved_bytes)
+                .max(r.measured.counters.peak_reserved_bytes)
         })
         .max()
         .unwrap() as f64

@@ -34,8 +34,13 @@ pub fn point_line(dimension: Dimension, point: &SweepPoint) -> String {
 /// The text `lab sweep` prints at the end: the sweep's flags, one table row per point (sorted by
 /// value; memory in MiB, the warm forward in ms), whether the search STOPPED EARLY, the largest
 /// value that fitted, the smallest that ran out of memory, and where `summary` was written.
-/// `flags.device` names every GPU the points ran on.
-pub fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path) -> String {
+/// `devices` names every GPU the points ran on (`cuda:0,cuda:1`, [`crate::device::list_text`]).
+pub fn text_summary(
+    result: &SweepResult,
+    flags: &Configuration,
+    devices: &str,
+    summary: &Path,
+) -> String {
     use std::fmt::Write as _;
     let d = result.dimension;
     let mut out = String::new();
@@ -53,7 +58,7 @@ pub fn text_summary(result: &SweepResult, flags: &Configuration, summary: &Path)
         "sweep of {d} from {} to {} on {} ({}, {}, warmup {}, repeats {})",
         result.bounds.from,
         result.bounds.to,
-        flags.device,
+        devices,
         fixed.join(", "),
         flags.dtype.name(),
         flags.warmup,

@@ -2,6 +2,7 @@
 //! point per GPU in a round.
 
 use super::{point_file_name, Dimension, FittedPoint, MeasurementRunner, PointOutcome};
+use crate::device::Device;
 use crate::digest::sha256_hex;
 use crate::document::{self, Configuration};
 use crate::{Error, Result};
@@ -25,16 +26,16 @@ pub struct WorkerRunner {
     /// The (new) sweep folder.
     pub output_dir: PathBuf,
     /// The GPUs to measure on, at least one (`base.device` is replaced by each in turn).
-    pub devices: Vec<u32>,
+    pub devices: Vec<Device>,
     /// `--graph-replays` of every point.
     pub graph_replays: Option<u64>,
 }
 
 impl WorkerRunner {
     /// Measures `value` on GPU `device` and writes its document.
-    fn measure_on(&self, value: u64, device: u32) -> Result<PointOutcome> {
+    fn measure_on(&self, value: u64, device: Device) -> Result<PointOutcome> {
         let mut configuration = self.dimension.apply(&self.base, value);
-        configuration.device = format!("cuda:{device}");
+        configuration.device = device;
         let point = format!("{}={value}", self.dimension);
         let measured =
             match crate::measure::run_measured(&configuration, self.graph_replays, &self.worker) {
@@ -57,7 +58,10 @@ impl WorkerRunner {
 
 impl MeasurementRunner for WorkerRunner {
     fn measure(&mut self, value: u64) -> Result<PointOutcome> {
-        self.measure_on(value, self.devices.first().copied().unwrap_or(0))
+        self.measure_on(
+            value,
+            self.devices.first().copied().unwrap_or(Device::FIRST),
+        )
     }
 
     fn parallelism(&self) -> usize {

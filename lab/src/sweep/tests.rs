@@ -225,7 +225,7 @@ fn bounds_are_checked() {
 
 fn flags() -> Configuration {
     Configuration {
-        device: "cuda:0".into(),
+        device: crate::device::Device::FIRST,
         batch: 1,
         context: 16,
         width: 64,

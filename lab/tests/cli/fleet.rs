@@ -2,43 +2,17 @@
 //! that plays a machine of several GPUs: the folder layout, the documents, the comparison and
 //! its flags, and the refusals (docs/PROTOCOL.md §4.7).
 
-use super::support::lab;
+use super::support::{fake, lab};
 use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// The environment part of a worker reply for GPU `index` of `count`.
-fn environment(index: u32, count: u32, memory: u64) -> Value {
-    json!({
-        "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
-        "device_count": count,
-        "device": {"index": index, "name": "Fake GPU", "compute_capability": "9.0",
-                   "total_memory_bytes": memory, "multiprocessor_count": 132},
-        "device_problem": null, "tf32_matmul_allowed": false
-    })
-}
-
 /// A measurement reply for GPU `index` whose warm forwards take `gpu_seconds` of events.
 fn measurement(index: u32, count: u32, gpu_seconds: f64, memory: u64) -> String {
-    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
-        json!({
-            "phase": phase, "repetition": rep, "forward_passes": passes,
-            "wall_seconds": gpu_seconds * 1.2, "gpu_seconds": gpu_seconds,
-            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
-            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
-            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
-        })
-    };
-    let phases = vec![
-        row("model_load", None, 0, 0, 132_608, 132_608),
-        row("inputs", None, 0, 132_608, 136_704, 136_704),
-        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
-        row("warmup", None, 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
-    ];
-    json!({"measurement": {"environment": environment(index, count, memory), "phases": phases}})
-        .to_string()
+    fake::measurement(
+        fake::environment(index, u64::from(count), memory),
+        fake::phases(gpu_seconds * 1.2, gpu_seconds),
+    )
 }
 
 /// A fake worker for `count` GPUs: answers an environment request with `env-N.json` and a
@@ -46,8 +20,12 @@ fn measurement(index: u32, count: u32, gpu_seconds: f64, memory: u64) -> String 
 fn fake_fleet(dir: &Path, count: u32, replies: &[(u32, String)]) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     for index in 0..count {
-        let env = json!({"environment": environment(index, count, 150_109_880_320)});
-        std::fs::write(dir.join(format!("env-{index}.json")), env.to_string()).unwrap();
+        let env = fake::environment_reply(fake::environment(
+            index,
+            u64::from(count),
+            fake::FAKE_GPU_BYTES,
+        ));
+        std::fs::write(dir.join(format!("env-{index}.json")), env).unwrap();
     }
     for (index, reply) in replies {
         std::fs::write(dir.join(format!("m-{index}.json")), reply).unwrap();
@@ -117,8 +95,14 @@ fn every_gpu_gets_a_document_in_a_new_folder_and_a_comparison() {
     for index in [0, 1] {
         let text = std::fs::read(folder.join(format!("cuda-{index}.json"))).unwrap();
         let document = lab::document::parse(&text).unwrap();
-        assert_eq!(document.configuration.device, format!("cuda:{index}"));
-        assert_eq!(document.environment.device, format!("cuda:{index}"));
+        assert_eq!(
+            document.configuration.device.to_string(),
+            format!("cuda:{index}")
+        );
+        assert_eq!(
+            document.environment.device.to_string(),
+            format!("cuda:{index}")
+        );
         assert!(document.graph.is_none());
     }
     let comparison: Value =
@@ -169,11 +153,11 @@ fn a_slow_gpu_and_a_smaller_one_are_flagged() {
 #[test]
 fn a_gpu_that_fails_is_flagged_the_others_are_written_and_the_exit_is_1() {
     let dir = tempfile::tempdir().unwrap();
-    let oom = json!({"error": {"kind": "out_of_memory", "message": "out of memory on cuda:1"}});
-    let replies = [
-        (0, measurement(0, 2, 40e-6, 150_109_880_320)),
-        (1, oom.to_string()),
-    ];
+    let oom = fake::error(
+        lab::worker::WorkerErrorKind::OutOfMemory,
+        "out of memory on cuda:1",
+    );
+    let replies = [(0, measurement(0, 2, 40e-6, 150_109_880_320)), (1, oom)];
     let worker = fake_fleet(dir.path(), 2, &replies);
     let folder = dir.path().join("fleet");
     let output = measure_all(&worker, "all", &folder).output().unwrap();
@@ -286,11 +270,15 @@ fn environment_of_every_gpu_is_compared() {
 #[test]
 fn graph_replays_flag_is_checked_and_the_graph_reaches_the_document() {
     let dir = tempfile::tempdir().unwrap();
-    let counters = json!({
-        "baseline_allocated_bytes": 140_800, "baseline_reserved_bytes": 2_097_152,
-        "end_allocated_bytes": 34_754_048, "end_reserved_bytes": 37_748_736,
-        "peak_allocated_bytes": 34_787_328, "peak_reserved_bytes": 37_748_736
-    });
+    let counters = serde_json::to_value(lab::document::AllocatorCounters {
+        baseline_allocated_bytes: 140_800,
+        baseline_reserved_bytes: 2_097_152,
+        end_allocated_bytes: 34_754_048,
+        end_reserved_bytes: 37_748_736,
+        peak_allocated_bytes: 34_787_328,
+        peak_reserved_bytes: 37_748_736,
+    })
+    .unwrap();
     let mut reply: Value =
         serde_json::from_str(&measurement(0, 1, 40e-6, 150_109_880_320)).unwrap();
     reply["measurement"]["graph"] = json!({

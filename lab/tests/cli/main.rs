@@ -1,6 +1,7 @@
 //! `lab` through its binary: one integration-test program for the command line, one module per
 //! concern, the shared helpers in [`support`].
 
+mod catalog;
 mod compare;
 mod completions;
 mod estimate;
@@ -8,6 +9,7 @@ mod flags;
 mod fleet;
 mod measure_guard;
 mod messages;
+mod plan;
 mod price;
 mod process;
 mod readme_tour;

@@ -6,7 +6,8 @@
 //! the worker's JSON protocol.
 
 use super::process::kill_lab_and_expect_worker_gone;
-use super::support::{fake_measurement, fake_worker, lab};
+use super::support::{fake, fake_measurement, fake_worker, lab};
+use lab::worker::WorkerErrorKind;
 use std::path::{Path, PathBuf};
 
 const SMALL: [&str; 8] = [
@@ -173,11 +174,14 @@ fn libtorch_not_loadable_exit_2_naming_libtorch() {
 fn no_gpu_and_bad_index_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.json");
-    let reply = r#"{"error":{"kind":"no_cuda_device","message":"no CUDA device: libtorch 2.11.0 sees no GPU"}}"#;
-    let worker = fake_worker(dir.path(), "w", "", reply, 0);
+    let reply = fake::error(
+        WorkerErrorKind::NoCudaDevice,
+        "no CUDA device: libtorch 2.11.0 sees no GPU",
+    );
+    let worker = fake_worker(dir.path(), "w", "", &reply, 0);
     fails(&measure_args("cuda:0", &out, &worker), 2, "no CUDA device");
-    let reply = r#"{"error":{"kind":"bad_device_index","message":"cuda:5 does not exist"}}"#;
-    let worker = fake_worker(dir.path(), "w2", "", reply, 0);
+    let reply = fake::error(WorkerErrorKind::BadDeviceIndex, "cuda:5 does not exist");
+    let worker = fake_worker(dir.path(), "w2", "", &reply, 0);
     fails(&measure_args("cuda:5", &out, &worker), 2, "does not exist");
     assert!(!out.exists());
 }
@@ -186,8 +190,11 @@ fn no_gpu_and_bad_index_exit_2() {
 fn out_of_memory_exit_1_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("m.json");
-    let reply = r#"{"error":{"kind":"out_of_memory","message":"out of memory on cuda:0 during cold_forward"}}"#;
-    let worker = fake_worker(dir.path(), "w", "", reply, 0);
+    let reply = fake::error(
+        WorkerErrorKind::OutOfMemory,
+        "out of memory on cuda:0 during cold_forward",
+    );
+    let worker = fake_worker(dir.path(), "w", "", &reply, 0);
     fails(&measure_args("cuda:0", &out, &worker), 1, "out of memory");
     // A worker killed without an answer is a runtime failure too.
     let worker = fake_worker(
@@ -393,8 +400,13 @@ fn measure_with_an_unreadable_answer_says_so() {
 fn environment_of_a_non_gpu_device_still_shows_libtorch_but_no_device() {
     // The worker describes cuda:0; for `--device cpu` only libtorch's facts are kept.
     let dir = tempfile::tempdir().unwrap();
-    let answer = r#"{"environment":{"torch_version":"2.11.0+cu130","cuda_build_version":"13.0","hip_build_version":null,"device_count":1,"device":{"index":0,"name":"NVIDIA H200","compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132},"device_problem":null,"tf32_matmul_allowed":false}}"#;
-    let worker = fake_worker(dir.path(), "w", "", answer, 0);
+    let mut environment = fake::environment(0, 1, fake::FAKE_GPU_BYTES);
+    environment.libtorch.torch_version = "2.11.0+cu130".into();
+    if let Some(device) = environment.device.as_mut() {
+        device.name = "NVIDIA H200".into();
+    }
+    let answer = fake::environment_reply(environment);
+    let worker = fake_worker(dir.path(), "w", "", &answer, 0);
     let output = lab()
         .args(["environment", "--device", "cpu", "--json", "--worker"])
         .arg(&worker)

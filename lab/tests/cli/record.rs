@@ -1,6 +1,7 @@
 //! `lab record` through the binary: append-only rows, duplicate and header refusals.
 
-use super::support::{assert_refused, lab};
+use super::support::{assert_refused, fake, lab};
+use lab::document::{AllocatorCounters, Phase};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -15,19 +16,15 @@ fn kit_grid() -> String {
 
 /// A valid measurement document; `seed` makes its bytes (and hash) differ.
 fn measurement(dir: &Path, name: &str, seed: u64) -> PathBuf {
-    let row = |phase: &str, rep: &str| {
-        format!(
-            r#"{{"phase":"{phase}","repetition":{rep},"forward_passes":1,"wall_seconds":0.001,
-"gpu_seconds":null,"baseline_allocated_bytes":0,"baseline_reserved_bytes":0,
-"end_allocated_bytes":0,"end_reserved_bytes":0,"peak_allocated_bytes":0,"peak_reserved_bytes":0}}"#
-        )
+    let row = |phase: Phase, rep: Option<u64>| {
+        fake::row_json(phase, rep, 1, (0.001, None), AllocatorCounters::every(0))
     };
     let phases = [
-        row("model_load", "null"),
-        row("inputs", "null"),
-        row("cold_forward", "null"),
-        row("warmup", "null"),
-        row("warm_forward", "1"),
+        row(Phase::ModelLoad, None),
+        row(Phase::Inputs, None),
+        row(Phase::ColdForward, None),
+        row(Phase::Warmup, None),
+        row(Phase::WarmForward, Some(1)),
     ]
     .join(",");
     let text = format!(

@@ -1,20 +1,23 @@
 //! `lab report` through the binary: tables, Markdown, JSON, the SVG file and the errors.
 
-use super::support::{assert_refused, lab, repo_root};
+use super::support::{assert_refused, fake, lab, repo_root};
 use assert_cmd::Command;
+use lab::document::Phase;
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// One phase row; `base`, `end`, `peak` are allocated bytes; reserved is 2 MiB throughout.
+/// One phase row; `base`, `end`, `peak` are allocated bytes; reserved is 2 MiB throughout;
+/// the wall time is 1 ms plus 1 ms per repetition, the GPU time 0.5 ms.
 fn row(phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64) -> String {
-    format!(
-        r#"{{"phase":"{phase}","repetition":{},"forward_passes":{passes},"wall_seconds":0.00{},
-"gpu_seconds":0.0005,"baseline_allocated_bytes":{base},"baseline_reserved_bytes":2097152,
-"end_allocated_bytes":{end},"end_reserved_bytes":2097152,"peak_allocated_bytes":{peak},
-"peak_reserved_bytes":2097152}}"#,
-        rep.map_or("null".to_string(), |r| r.to_string()),
-        rep.unwrap_or(0) + 1
+    let phase: Phase = serde_json::from_value(Value::from(phase)).unwrap();
+    let wall: f64 = format!("0.00{}", rep.unwrap_or(0) + 1).parse().unwrap();
+    fake::row_json(
+        phase,
+        rep,
+        passes,
+        (wall, Some(0.0005)),
+        fake::counters(base, end, peak),
     )
 }
 

@@ -110,8 +110,8 @@ fn peaks(report: &Report, phase: Phase, file_index: usize) -> (f64, f64) {
         .filter(|r| r.file_index == file_index);
     let (mut allocated, mut reserved) = (0u64, 0u64);
     for row in rows {
-        allocated = allocated.max(row.measured.peak_allocated_bytes);
-        reserved = reserved.max(row.measured.peak_reserved_bytes);
+        allocated = allocated.max(row.measured.counters.peak_allocated_bytes);
+        reserved = reserved.max(row.measured.counters.peak_reserved_bytes);
     }
     (to_mib(allocated), to_mib(reserved))
 }

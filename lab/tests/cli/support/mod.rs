@@ -1,7 +1,13 @@
-//! What the CLI tests share: the `lab` command, usage-error and JSON helpers, and a fake torch
-//! worker that speaks the worker's JSON protocol.
+//! What the CLI tests share: the `lab` command and the [`Lab`] builder that runs it and checks
+//! its outcome, usage-error and JSON helpers on top of it, a fake torch worker that speaks the
+//! worker's JSON protocol, and its replies built from lab's types ([`fake`]).
 
 #![allow(dead_code)] // Each test module uses its own part.
+
+pub mod fake;
+mod run;
+
+pub use run::Lab;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -24,24 +30,7 @@ pub fn lab_path() -> PathBuf {
 /// Runs `args`: exit 2, nothing on stdout, exactly one stderr line starting `lab: error: `,
 /// with no control character, containing `needle`. Returns that line.
 pub fn usage_error(args: &[&str], needle: &str) -> String {
-    let output = lab().args(args).output().unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr:?}");
-    assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
-    let line = stderr
-        .strip_suffix('\n')
-        .unwrap_or_else(|| panic!("{args:?}: {stderr:?}"));
-    assert!(
-        !line.contains('\n'),
-        "{args:?}: more than one line: {stderr:?}"
-    );
-    assert!(line.starts_with("lab: error: "), "{stderr:?}");
-    assert!(!line.chars().any(char::is_control), "{stderr:?}");
-    assert!(
-        line.contains(needle),
-        "{args:?}: expected {needle:?} in {stderr:?}"
-    );
-    line.to_owned()
+    Lab::new(args).refused(2, needle)
 }
 
 /// Checks the `output` of a refused run: exit `code`, nothing on stdout, exactly one stderr
@@ -56,13 +45,7 @@ pub fn assert_refused(output: &std::process::Output, code: i32, needle: &str) {
 
 /// Runs `args`, expects success, and parses stdout as one JSON value.
 pub fn json(args: &[&str]) -> serde_json::Value {
-    let output = lab().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    Lab::new(args).json()
 }
 
 /// The repository's root (the parent of `lab/`).
@@ -91,34 +74,10 @@ pub fn fake_worker(dir: &Path, name: &str, stderr: &str, stdout: &str, code: i32
 /// A worker answer to a measurement of batch 1, context 16, width 64, warm-up 1, repeats 2 (six
 /// phase rows), on a fake GPU of 150109880320 bytes.
 pub fn fake_measurement() -> String {
-    let row = |phase: &str, rep: Option<u64>, passes: u64, base: u64, end: u64, peak: u64| {
-        serde_json::json!({
-            "phase": phase, "repetition": rep, "forward_passes": passes,
-            "wall_seconds": 0.0001, "gpu_seconds": 0.00005,
-            "baseline_allocated_bytes": base, "baseline_reserved_bytes": 2_097_152,
-            "end_allocated_bytes": end, "end_reserved_bytes": 2_097_152,
-            "peak_allocated_bytes": peak, "peak_reserved_bytes": 2_097_152
-        })
-    };
-    let phases = vec![
-        row("model_load", None, 0, 0, 132_608, 132_608),
-        row("inputs", None, 0, 132_608, 136_704, 136_704),
-        row("cold_forward", None, 1, 136_704, 140_800, 169_472),
-        row("warmup", None, 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(1), 1, 136_704, 140_800, 169_472),
-        row("warm_forward", Some(2), 1, 136_704, 140_800, 169_472),
-    ];
-    serde_json::json!({"measurement": {
-        "environment": {
-            "torch_version": "2.11.0", "cuda_build_version": "13.0", "hip_build_version": null,
-            "device_count": 1,
-            "device": {"index": 0, "name": "Fake GPU", "compute_capability": "9.0",
-                       "total_memory_bytes": 150_109_880_320u64, "multiprocessor_count": 132},
-            "device_problem": null, "tf32_matmul_allowed": false
-        },
-        "phases": phases
-    }})
-    .to_string()
+    fake::measurement(
+        fake::environment(0, 1, fake::FAKE_GPU_BYTES),
+        fake::phases(0.0001, 0.00005),
+    )
 }
 
 /// A kit of small fake files with its manifest, packed in path order with the layout

@@ -1,10 +1,11 @@
 //! Catalog validator: each malformed file is refused with its line number, through the
-//! library (`Catalog::parse`) and through `lab price --tariffs FILE` (exit 2, one line).
+//! library (`Catalog::parse`) and through `lab price --tariffs FILE` (exit 2, one line). Was
+//! its own test binary (`tests/catalog.rs`); now a module of the CLI tests.
 
-use assert_cmd::Command;
+use super::support::Lab;
 use lab::catalog::Catalog;
 
-const GOOD: &str = include_str!("../../data/tarifs-forfaits.csv");
+const GOOD: &str = include_str!("../../../data/tarifs-forfaits.csv");
 
 /// The shipped catalog with line `line` (1-based) replaced by `with` (`None` deletes it).
 fn edit(line: usize, with: Option<&str>) -> String {
@@ -31,26 +32,19 @@ fn refused(content: &str, needle: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tariffs.csv");
     std::fs::write(&path, content).unwrap();
-    let output = Command::cargo_bin("lab")
-        .unwrap()
-        .args([
-            "price",
-            "--gpu",
-            "t4",
-            "--days",
-            "3",
-            "--lots",
-            "1",
-            "--tariffs",
-        ])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("tariffs.csv"), "{stderr}");
-    assert!(stderr.contains(needle), "expected '{needle}' in: {stderr}");
+    let line = Lab::new(&[
+        "price",
+        "--gpu",
+        "t4",
+        "--days",
+        "3",
+        "--lots",
+        "1",
+        "--tariffs",
+    ])
+    .arg(&path)
+    .refused(2, needle);
+    assert!(line.contains("tariffs.csv"), "{line}");
 }
 
 #[test]
@@ -97,24 +91,19 @@ fn a_valid_replacement_file_is_used_and_reported() {
     let path = dir.path().join("real.csv");
     let changed = edit(2, Some("t4,NVIDIA T4 16 GB,1,3,2999"));
     std::fs::write(&path, &changed).unwrap();
-    let output = Command::cargo_bin("lab")
-        .unwrap()
-        .args([
-            "price",
-            "--gpu",
-            "t4",
-            "--days",
-            "3",
-            "--lots",
-            "2",
-            "--json",
-            "--tariffs",
-        ])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(output.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let v = Lab::new(&[
+        "price",
+        "--gpu",
+        "t4",
+        "--days",
+        "3",
+        "--lots",
+        "2",
+        "--json",
+        "--tariffs",
+    ])
+    .arg(&path)
+    .json();
     assert_eq!(v["total_cents"], 5998);
     assert_eq!(v["catalog"]["embedded"], false);
     assert_eq!(
@@ -309,7 +298,7 @@ fn shipped_content_digest_is_recomputed_from_the_data_file() {
         lab::catalog::SHIPPED_CONTENT_SHA256
     );
     // The Python twin holds the same constant.
-    let twin = include_str!("../../dist/calcul_forfaits.py");
+    let twin = include_str!("../../../dist/calcul_forfaits.py");
     assert!(twin.contains(&format!(
         "SHIPPED_CONTENT_SHA256 = \"{}\"",
         lab::catalog::SHIPPED_CONTENT_SHA256

@@ -1,12 +1,8 @@
 //! `lab plan`: the worked check (Llama-3.1-8B) and the error classes (one line; exit 2 for
 //! bad input, exit 1 for a file that is missing or cannot be read).
 
-use assert_cmd::Command;
+use crate::support::lab;
 use serde_json::Value;
-
-fn lab() -> Command {
-    Command::cargo_bin("lab").unwrap()
-}
 
 fn models() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/models")
@@ -72,6 +68,12 @@ fn known_parameter_counts_per_family() {
         ("deepseek-v2-lite", 15706484224),
         // The public multimodal config: most text fields left to Gemma3TextConfig's defaults.
         ("gemma-3-4b-it", 4300079472),
+        // Qwen3-30B-A3B, a mixture of experts on every layer ("30.5B").
+        ("qwen3-30b-a3b", 30532122624),
+        // Qwen1.5-MoE-A2.7B: experts, a shared expert and its gate ("14.3B").
+        ("qwen1.5-moe-a2.7b", 14315784192),
+        // Granite-3.3-8B-Instruct, tied embeddings.
+        ("granite-3.3-8b-instruct", 8170864640),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");
@@ -250,9 +252,9 @@ fn module_orders() -> Vec<Fixture> {
 fn layout_is_transformers_module_order() {
     use lab::plan::layout;
     for (name, config, expected) in module_orders() {
-        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
         let mut got = Vec::new();
-        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
+        arch.tensors(&mut |t| {
             got.push((t.elements, layout::tensor_bytes(t, 2, &|n| 2 * n)));
         });
         let first = got.iter().zip(&expected).position(|(g, e)| g != e);
@@ -265,36 +267,24 @@ fn layout_is_transformers_module_order() {
     }
 }
 
-/// The layout's parameters add up to the closed-form counts, role by role.
+/// The parameter count is the sum of the dump's parameters (its `p` rows), for every family,
+/// plus DeepSeek-V3's `e_score_correction_bias`: a buffer to transformers, but a persistent
+/// one, stored in the checkpoint's safetensors beside the parameters, which lab plan counts
+/// with them (as the headers do).
 #[test]
-fn layout_totals_are_the_parameter_counts() {
-    use lab::plan::layout::{self, Role};
+fn parameter_counts_are_the_dumped_parameters() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/module-order");
     for (name, config, _) in module_orders() {
-        let (arch, attention_bias, mlp_bias, _) = lab::plan::read_model(&config).unwrap();
-        let counts = lab::plan::params::count(&arch, attention_bias, mlp_bias);
-        let mut sums = [0u128; 5];
-        layout::for_each(&arch, attention_bias, mlp_bias, &mut |t| {
-            let slot = match t.role {
-                Role::Embedding => 0,
-                Role::OutputHead => 1,
-                Role::Linear => 2,
-                Role::Other => 3,
-                Role::Vision => 4,
-                Role::Buffer(_) => return,
-            };
-            sums[slot] += u128::from(t.elements);
-        });
-        assert_eq!(
-            sums,
-            [
-                counts.embedding,
-                counts.output_head,
-                counts.linear,
-                counts.other,
-                counts.vision
-            ],
-            "{name}"
-        );
+        let arch = lab::plan::model::read(&config).unwrap().architecture;
+        let counts = arch.parameter_counts().narrow().unwrap();
+        let text = std::fs::read_to_string(root.join(&name).join("tensors.tsv")).unwrap();
+        let dumped: u128 = text
+            .lines()
+            .map(|line| line.split('\t').collect::<Vec<_>>())
+            .filter(|f| f[3] == "p" || f[0].ends_with(".e_score_correction_bias"))
+            .map(|f| f[1].parse::<u128>().unwrap())
+            .sum();
+        assert_eq!(counts.total(), dumped, "{name}");
     }
 }
 
@@ -473,7 +463,7 @@ fn huge_products_are_refused_not_wrapped() {
         r#"{"model_type":"deepseek_v2","hidden_size":16,"intermediate_size":16,"num_hidden_layers":2,
 "num_attention_heads":1,"vocab_size":16,"n_routed_experts":1,"num_experts_per_tok":1,
 "moe_intermediate_size":1099511627776,"n_shared_experts":16777216,"kv_lora_rank":4,
-"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"torch_dtype":"bfloat16"}"#,
+"qk_rope_head_dim":4,"qk_nope_head_dim":4,"v_head_dim":4,"q_lora_rank":null,"torch_dtype":"bfloat16"}"#,
     )
     .unwrap();
     refused(d, &[], 2, "overflows 64 bits");
@@ -481,7 +471,7 @@ fn huge_products_are_refused_not_wrapped() {
     std::fs::write(
         d.join("config.json"),
         r#"{"model_type":"mixtral","hidden_size":1,"intermediate_size":917217481106,"num_hidden_layers":1,
-"num_attention_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
+"num_attention_heads":1,"num_key_value_heads":1,"vocab_size":1,"num_local_experts":6032996,"num_experts_per_tok":6032996,
 "torch_dtype":"bfloat16"}"#,
     )
     .unwrap();
@@ -878,13 +868,24 @@ fn training_text_has_no_kv_cache_line() {
         if !dir.join("config.json").is_file() {
             continue;
         }
+        // A config that states no dtype (OLMo 2's public copy) is planned in bf16.
+        let stated = std::fs::read_to_string(dir.join("config.json"))
+            .unwrap()
+            .contains("dtype\"");
         let run = |mode: &str| {
-            lab()
-                .args(["plan", "--model"])
-                .arg(&dir)
-                .args(["--mode", mode, "--context", "1024", "--gpu", "h200"])
-                .output()
-                .unwrap()
+            let mut command = lab();
+            command.args(["plan", "--model"]).arg(&dir).args([
+                "--mode",
+                mode,
+                "--context",
+                "1024",
+                "--gpu",
+                "h200",
+            ]);
+            if !stated {
+                command.args(["--weights-dtype", "bf16"]);
+            }
+            command.output().unwrap()
         };
         // Example configs of architectures lab plan does not know yet are refused by name.
         if String::from_utf8_lossy(&run("inference").stderr).contains("unknown model_type") {
@@ -913,5 +914,5 @@ fn training_text_has_no_kv_cache_line() {
         );
         seen += 1;
     }
-    assert!(seen >= 5, "{seen} example models");
+    assert!(seen >= 16, "{seen} example models");
 }

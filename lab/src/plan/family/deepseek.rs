@@ -1,0 +1,163 @@
+//! DeepSeek-V2 and V3 (`DeepseekV2Config`, `DeepseekV3Config`, `modeling_deepseek_v2.py`,
+//! `modeling_deepseek_v3.py`): multi-head latent attention on every layer (no window); the
+//! first `first_k_dense_replace` layers dense, the others a mixture of `n_routed_experts`
+//! experts (routed experts, router, V3's score-correction bias, shared experts) when the
+//! config has experts. A config that leaves out `n_routed_experts` or `q_lora_rank` is
+//! refused naming it (the classes would build 64 or 256 experts and a 1536-wide query
+//! compression, far from a config that simply does not mention them); `null` states
+//! "none".
+
+use super::{check_experts, decoder, gated_mlp, layer_count, layer_norms, stacked_experts};
+use super::{Architecture, Attention, ClassDefaults, Experts, Family, FeedForward, Latent, Layer};
+use crate::plan::config::Fields;
+use crate::plan::layout::Sink;
+use crate::{Error, Result};
+use serde_json::{Map, Value};
+
+/// Class defaults (transformers 5.17) for absent keys that keep the architecture a config
+/// describes: shared experts (`DeepseekV2Config` 2, `DeepseekV3Config` 1), dense first
+/// layers (V2 0, V3 3), an expert layer every `moe_layer_freq` (1). An absent
+/// `num_key_value_heads` stays the attention heads (V3's class says 128): latent attention
+/// caches one latent per token whatever that count is.
+fn defaults(family: Family) -> &'static [(&'static str, u64)] {
+    match family {
+        Family::DeepseekV3 => &[
+            ("n_shared_experts", 1),
+            ("first_k_dense_replace", 3),
+            ("moe_layer_freq", 1),
+        ],
+        _ => &[
+            ("n_shared_experts", 2),
+            ("first_k_dense_replace", 0),
+            ("moe_layer_freq", 1),
+        ],
+    }
+}
+
+/// Refuses a config that leaves out `key`: the class would build `built` (its default),
+/// which a config that does not say so may well not mean; `null` states the feature is off.
+fn stated(f: &Fields, family: Family, key: &str, built: &str, off: &str) -> Result<()> {
+    if f.get(key).is_none() {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}) has no \"{key}\": transformers would build {built}; state it (null for {off})",
+            family.model_type()
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
+    let f = Fields::new(top, family.model_type()).with_defaults(defaults(family));
+    let class = ClassDefaults {
+        head_dim: None,
+        tied: false,
+        kv_nullable: true,
+    };
+    let mut arch = decoder(family, &f, top, class)?;
+    let count = layer_count(arch.layers)?;
+    let routed_default = if family == Family::DeepseekV3 {
+        "256"
+    } else {
+        "64"
+    };
+    stated(
+        &f,
+        family,
+        "n_routed_experts",
+        &format!("{routed_default} routed experts"),
+        "a dense model",
+    )?;
+    stated(
+        &f,
+        family,
+        "q_lora_rank",
+        "a 1536-wide query compression",
+        "a plain query projection",
+    )?;
+    let (experts, dense_layers) = match f.optional("n_routed_experts")? {
+        None => (None, arch.layers),
+        Some(routed) => {
+            let moe_intermediate = f.required("moe_intermediate_size")?;
+            let shared = f.optional("n_shared_experts")?.unwrap_or(0);
+            let freq = f.optional("moe_layer_freq")?.unwrap_or(1);
+            if freq != 1 {
+                return Err(Error::usage(format!(
+                    "config.json: moe_layer_freq {freq} is not supported (only every layer after first_k_dense_replace)"
+                )));
+            }
+            let experts = Experts {
+                routed,
+                per_token: f.required("num_experts_per_tok")?,
+                intermediate: moe_intermediate,
+                shared_intermediate: moe_intermediate.checked_mul(shared).ok_or_else(|| {
+                    Error::usage(format!(
+                        "config.json: moe_intermediate_size {moe_intermediate} x n_shared_experts {shared} overflows 64 bits"
+                    ))
+                })?,
+            };
+            let first = f.optional("first_k_dense_replace")?.unwrap_or(0);
+            (Some(experts), first.min(arch.layers))
+        }
+    };
+    arch.latent = Some(Latent {
+        kv_lora_rank: f.required("kv_lora_rank")?,
+        q_lora_rank: f.optional("q_lora_rank")?,
+        qk_rope_head_dim: f.required("qk_rope_head_dim")?,
+        qk_nope_head_dim: f.required("qk_nope_head_dim")?,
+        v_head_dim: f.required("v_head_dim")?,
+    });
+    if let Some(e) = &experts {
+        check_experts(e)?;
+    }
+    arch.experts = experts;
+    arch.layer_kinds = (0..count)
+        .map(|i| Layer {
+            attention: Attention::Latent,
+            feed_forward: if (i as u64) < dense_layers {
+                FeedForward::Dense
+            } else {
+                FeedForward::Experts
+            },
+        })
+        .collect();
+    Ok(arch)
+}
+
+pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
+    let (h, a) = (arch.hidden, arch.heads);
+    if let Some(l) = &arch.latent {
+        let qk = l.qk_nope_head_dim.saturating_add(l.qk_rope_head_dim);
+        match l.q_lora_rank {
+            None => t.linear(&[a.saturating_mul(qk), h]),
+            Some(q) => {
+                t.linear(&[q, h]);
+                t.other(&[q]);
+                t.linear(&[a.saturating_mul(qk), q]);
+            }
+        }
+        let c = l.kv_lora_rank;
+        t.linear(&[c.saturating_add(l.qk_rope_head_dim), h]);
+        t.other(&[c]);
+        let nv = l.qk_nope_head_dim.saturating_add(l.v_head_dim);
+        t.linear(&[a.saturating_mul(nv), c]);
+        t.linear(&[h, a.saturating_mul(l.v_head_dim)]);
+    }
+    match (layer.feed_forward, &arch.experts) {
+        (FeedForward::Experts, Some(e)) => {
+            // Routed experts, the router (and V3's score correction), shared experts.
+            stacked_experts(arch, e, t);
+            t.other(&[e.routed, h]);
+            if arch.family == Family::DeepseekV3 {
+                t.other(&[e.routed]);
+            }
+            if e.shared_intermediate > 0 {
+                t.linear(&[e.shared_intermediate, h]);
+                t.linear(&[e.shared_intermediate, h]);
+                t.linear(&[h, e.shared_intermediate]);
+            }
+        }
+        // DeepseekV3MLP is built with bias=False whatever the config says.
+        _ => gated_mlp(arch, arch.intermediate, false, t),
+    }
+    layer_norms(arch, t);
+}

@@ -1,0 +1,53 @@
+//! Qwen3 (`Qwen3Config`, `modeling_qwen3.py`): Llama's attention (biases with
+//! `attention_bias`) plus a `head_dim`-wide RMSNorm on queries and on keys; `head_dim`
+//! defaults to 128. A window applies only with `use_sliding_window`, to the layers from
+//! `max_window_layers` (default 28) on, and then also on the sliding layers of
+//! `layer_types`. Absent `num_key_value_heads` is 32, absent `sliding_window` 4096
+//! (`Qwen3Config`, transformers 5.17).
+
+use super::{attention, attention_pattern, decoder, dense, gated_mlp, layer_norms, qk_norms};
+use super::{slide_where, Architecture, Attention, ClassDefaults, Family, Layer};
+use crate::plan::config::Fields;
+use crate::plan::layout::Sink;
+use crate::Result;
+use serde_json::{Map, Value};
+
+/// `Qwen3Config` defaults (transformers 5.17) for absent keys: an explicit null
+/// `num_key_value_heads` is the attention heads, as `__post_init__` reads it.
+const DEFAULTS: [(&str, u64); 3] = [
+    ("num_key_value_heads", 32),
+    ("sliding_window", 4096),
+    ("max_window_layers", 28),
+];
+
+pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<Architecture> {
+    let f = Fields::new(top, family.model_type()).with_defaults(&DEFAULTS);
+    let defaults = ClassDefaults {
+        head_dim: Some(128),
+        tied: false,
+        kv_nullable: true,
+    };
+    let mut arch = decoder(family, &f, top, defaults)?;
+    // Without use_sliding_window the class clears the window (__post_init__), so every
+    // layer attends in full even where layer_types says sliding_attention.
+    let on = f.boolean("use_sliding_window")?.unwrap_or(false);
+    let pattern = attention_pattern(&f, arch.layers, |w, count| {
+        let from = f.required("max_window_layers")?;
+        Ok(slide_where(w, count, |i| i as u64 >= from))
+    })?;
+    let pattern = if on {
+        pattern
+    } else {
+        vec![Attention::Full; pattern.len()]
+    };
+    arch.layer_kinds = dense(pattern);
+    arch.qk_norm = true;
+    Ok(arch)
+}
+
+pub(super) fn layer(arch: &Architecture, _layer: &Layer, t: &mut Sink) {
+    attention(arch, arch.attention_bias, arch.attention_bias, t);
+    qk_norms(arch, t);
+    gated_mlp(arch, arch.intermediate, arch.mlp_bias, t);
+    layer_norms(arch, t);
+}

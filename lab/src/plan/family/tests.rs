@@ -1,0 +1,708 @@
+//! The arithmetic of every family, in the library: the public parameter counts and KV cache
+//! per token of the shipped configs, small configs counted by hand, the per-layer patterns.
+
+use super::*;
+use crate::plan::memory::{kv_bytes_per_token, kv_cache_bytes};
+
+/// The architecture of a config's text.
+fn arch(text: &str) -> Architecture {
+    read(&serde_json::from_str(text).unwrap()).unwrap()
+}
+
+/// The refusal of a config's text.
+fn refusal(text: &str) -> String {
+    read(&serde_json::from_str(text).unwrap())
+        .unwrap_err()
+        .to_string()
+}
+
+fn parameters(a: &Architecture) -> u64 {
+    u64::try_from(a.parameter_counts().narrow().unwrap().total()).unwrap()
+}
+
+macro_rules! shipped {
+    ($name:literal) => {
+        include_str!(concat!(
+            "../../../../examples/models/",
+            $name,
+            "/config.json"
+        ))
+    };
+}
+
+/// Public parameter counts (the model cards, and the safetensors headers' element counts of
+/// the released checkpoints) and the bf16 KV cache per token, for every shipped config.
+#[test]
+fn shipped_configs_count_their_public_parameters_and_kv_cache() {
+    for (name, text, params, kv) in [
+        (
+            "llama-3.1-8b",
+            shipped!("llama-3.1-8b"),
+            8_030_261_248u64,
+            131_072u128,
+        ),
+        (
+            "llama-3.2-1b",
+            shipped!("llama-3.2-1b"),
+            1_235_814_400,
+            32_768,
+        ),
+        (
+            "mistral-7b-v0.1",
+            shipped!("mistral-7b-v0.1"),
+            7_241_732_096,
+            131_072,
+        ),
+        (
+            "qwen2.5-0.5b",
+            shipped!("qwen2.5-0.5b"),
+            494_032_768,
+            12_288,
+        ),
+        ("qwen3-0.6b", shipped!("qwen3-0.6b"), 596_049_920, 114_688),
+        ("gemma-2-2b", shipped!("gemma-2-2b"), 2_614_341_888, 106_496),
+        ("gemma-3-1b", shipped!("gemma-3-1b"), 999_885_952, 26_624),
+        (
+            "gemma-3-4b-it",
+            shipped!("gemma-3-4b-it"),
+            4_300_079_472,
+            139_264,
+        ),
+        (
+            "phi-3-mini-4k",
+            shipped!("phi-3-mini-4k"),
+            3_821_079_552,
+            393_216,
+        ),
+        (
+            "mixtral-8x7b",
+            shipped!("mixtral-8x7b"),
+            46_702_792_704,
+            131_072,
+        ),
+        (
+            "deepseek-v2-lite",
+            shipped!("deepseek-v2-lite"),
+            15_706_484_224,
+            31_104,
+        ),
+    ] {
+        let a = arch(text);
+        assert_eq!(parameters(&a), params, "{name}");
+        assert_eq!(kv_bytes_per_token(&a, 2), kv, "{name}");
+        assert_eq!(a.layer_kinds.len() as u64, a.layers, "{name}");
+    }
+}
+
+/// Llama-3.1-8B by hand: 32 layers of attention `4096 x (4096 + 2 x 1024 + 4096)`, MLP
+/// `3 x 4096 x 14336` and two norms, the embedding and the untied head `128256 x 4096`, the
+/// final norm; 8 KV heads of 128 x 2 (K, V) x 2 bytes x 32 layers.
+#[test]
+fn llama_3_1_8b_by_hand() {
+    let a = arch(shipped!("llama-3.1-8b"));
+    let layer = 4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096;
+    assert_eq!(parameters(&a), 32 * layer + 2 * 128_256 * 4096 + 4096);
+    assert_eq!(kv_bytes_per_token(&a, 2), 8 * 128 * 2 * 2 * 32);
+    // At 8192 tokens, batch 1: 1 GiB.
+    assert_eq!(kv_cache_bytes(&a, 2, 1, 8192, true), 1 << 30);
+}
+
+/// A small decoder: hidden 64, intermediate 128, 2 layers, 4 heads of 16, 2 KV heads,
+/// vocabulary 128; `extra` fields appended.
+fn tiny(model_type: &str, extra: &str) -> Architecture {
+    arch(&format!(
+        r#"{{"model_type":"{model_type}","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128{extra}}}"#
+    ))
+}
+
+/// Per layer: q and o 64 x 64, k and v 64 x 32, MLP 3 x 64 x 128, 2 norms of 64 = 36,992;
+/// plus the embedding and head 2 x 128 x 64 and the final norm: 90,432.
+const TINY_LLAMA: u64 = 2 * (2 * 4096 + 2 * 2048 + 3 * 8192 + 2 * 64) + 2 * 8192 + 64;
+
+#[test]
+fn every_family_counts_its_own_tensors() {
+    assert_eq!(TINY_LLAMA, 90_432);
+    let cases = [
+        ("llama", "", TINY_LLAMA),
+        ("mistral", "", TINY_LLAMA),
+        // OLMo 2: query and key norms over all heads (64 and 32 wide) in each layer.
+        ("olmo2", "", TINY_LLAMA + 2 * (64 + 32)),
+        // Granite: Llama's tensors (its multipliers add none).
+        ("granite", "", TINY_LLAMA),
+        (
+            "granite",
+            r#","attention_bias":true,"mlp_bias":true"#,
+            TINY_LLAMA + 2 * (192 + 320),
+        ),
+        // Phi-3 fuses q, k, v and gate, up: the same totals.
+        ("phi3", "", TINY_LLAMA),
+        // Qwen2: biases on q (64), k and v (32 each) in every layer.
+        ("qwen2", "", TINY_LLAMA + 2 * 128),
+        // Qwen3: query and key norms of the head width.
+        ("qwen3", "", TINY_LLAMA + 2 * 2 * 16),
+        // Gemma: tied by default.
+        ("gemma", "", TINY_LLAMA - 8192),
+        // Gemma 2 and 3: tied, four norms per layer; Gemma 3 adds query/key norms.
+        ("gemma2", "", TINY_LLAMA - 8192 + 2 * 2 * 64),
+        (
+            "gemma3_text",
+            "",
+            TINY_LLAMA - 8192 + 2 * 2 * 64 + 2 * 2 * 16,
+        ),
+        // Llama with every bias: q, k, v, o (64 + 32 + 32 + 64) and MLP (128 + 128 + 64).
+        (
+            "llama",
+            r#","attention_bias":true,"mlp_bias":true"#,
+            TINY_LLAMA + 2 * (192 + 320),
+        ),
+        // Mixtral: 4 experts of the MLP and a 4 x 64 router per layer.
+        (
+            "mixtral",
+            r#","num_local_experts":4,"num_experts_per_tok":2"#,
+            TINY_LLAMA + 2 * (3 * 24_576 + 256),
+        ),
+    ];
+    for (model_type, extra, expected) in cases {
+        let a = tiny(model_type, extra);
+        assert_eq!(a.model_type(), model_type);
+        assert_eq!(parameters(&a), expected, "{model_type} {extra}");
+    }
+}
+
+/// DeepSeek: latent attention on every layer, dense first layers, experts after; the KV
+/// cache is the latent plus the rotary key per layer.
+#[test]
+fn deepseek_layers_are_latent_and_dense_first() {
+    let text = r#"{"model_type":"deepseek_v3","hidden_size":64,"intermediate_size":128,"num_hidden_layers":3,
+"num_attention_heads":4,"vocab_size":128,"n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+"n_shared_experts":1,"first_k_dense_replace":1,"kv_lora_rank":16,"q_lora_rank":24,"qk_rope_head_dim":8,
+"qk_nope_head_dim":8,"v_head_dim":8}"#;
+    let a = arch(text);
+    let kinds: Vec<FeedForward> = a.layer_kinds.iter().map(|l| l.feed_forward).collect();
+    assert_eq!(
+        kinds,
+        [
+            FeedForward::Dense,
+            FeedForward::Experts,
+            FeedForward::Experts
+        ]
+    );
+    assert!(a
+        .layer_kinds
+        .iter()
+        .all(|l| l.attention == Attention::Latent));
+    assert_eq!(kv_bytes_per_token(&a, 2), 3 * (16 + 8) * 2);
+    // Attention: q 64x24 + norm 24 + 24 x 4(8+8); kv_a 64 x (16+8), norm 16, kv_b 16 x 4(8+8),
+    // o 64 x 4x8.
+    let attn = 64 * 24 + 24 + 24 * 64 + 64 * 24 + 16 + 16 * 64 + 64 * 32;
+    let dense = 3 * 64 * 128;
+    // Experts: 8 x 3 x 64 x 32, router 8 x 64, correction 8, one shared expert 3 x 64 x 32.
+    let moe = 8 * 3 * 64 * 32 + 8 * 64 + 8 + 3 * 64 * 32;
+    let norms = 2 * 64;
+    let expected = 3 * (attn + norms) + dense + 2 * moe + 2 * 128 * 64 + 64;
+    assert_eq!(parameters(&a), expected);
+    // V2 has no score-correction bias.
+    let v2 = arch(&text.replace("deepseek_v3", "deepseek_v2"));
+    assert_eq!(parameters(&v2), expected - 2 * 8);
+    // Without routed experts every layer is dense.
+    let no_experts = arch(&text.replace("\"n_routed_experts\":8", "\"n_routed_experts\":null"));
+    assert!(no_experts.experts.is_none());
+    assert!(no_experts
+        .layer_kinds
+        .iter()
+        .all(|l| l.feed_forward == FeedForward::Dense));
+}
+
+#[test]
+fn sliding_patterns_follow_each_family() {
+    let slides = |a: &Architecture| -> Vec<bool> {
+        a.layer_kinds
+            .iter()
+            .map(|l| matches!(l.attention, Attention::Sliding(_)))
+            .collect()
+    };
+    let window = r#","sliding_window":32"#;
+    // Mistral and Phi-3: every layer; Gemma 2: every other from the first; Llama: none.
+    assert_eq!(slides(&tiny("mistral", window)), [true, true]);
+    assert_eq!(slides(&tiny("phi3", window)), [true, true]);
+    assert_eq!(slides(&tiny("gemma2", window)), [true, false]);
+    assert_eq!(slides(&tiny("llama", window)), [false, false]);
+    // Qwen2/3: only with use_sliding_window, from max_window_layers.
+    assert_eq!(slides(&tiny("qwen2", window)), [false, false]);
+    let on = r#","sliding_window":32,"use_sliding_window":true,"max_window_layers":1"#;
+    assert_eq!(slides(&tiny("qwen3", on)), [false, true]);
+    // Gemma 3: five sliding then one full, by default, with its 4096 window.
+    let gemma3 = arch(
+        r#"{"model_type":"gemma3_text","num_hidden_layers":12,"hidden_size":64,"intermediate_size":128,
+"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":128}"#,
+    );
+    assert_eq!(
+        slides(&gemma3),
+        [true, true, true, true, true, false, true, true, true, true, true, false]
+    );
+    assert_eq!(gemma3.sliding_window(), Some(4096));
+    // layer_types, when listed, say which layers slide.
+    let listed = tiny(
+        "llama",
+        r#","sliding_window":8,"layer_types":["full_attention","sliding_attention"]"#,
+    );
+    assert_eq!(slides(&listed), [false, true]);
+    // Sliding layers keep at most the window: 2 layers, one of them at 8 tokens.
+    assert_eq!(
+        kv_cache_bytes(&listed, 2, 1, 100, true),
+        (100 + 8) * 2 * 2 * 16 * 2
+    );
+    assert_eq!(
+        kv_cache_bytes(&listed, 2, 1, 100, false),
+        200 * 2 * 2 * 16 * 2
+    );
+}
+
+#[test]
+fn the_supported_list_and_refusals_come_from_the_enum() {
+    // The list in the order of the enum; new families are added at its end.
+    assert!(Family::supported().starts_with(
+        "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, mixtral, deepseek_v2, deepseek_v3"
+    ));
+    assert_eq!(Family::supported().split(", ").count(), Family::ALL.len());
+    for f in Family::ALL {
+        assert_eq!(Family::from_model_type(f.model_type()), Some(*f));
+    }
+    assert_eq!(Family::from_model_type("gpt_neox"), None);
+    let unknown = refusal(r#"{"model_type":"gpt_neox"}"#);
+    assert!(
+        unknown.contains(&format!("lab plan knows {}", Family::supported())),
+        "{unknown}"
+    );
+    let missing = refusal(r#"{"hidden_size":1}"#);
+    assert!(missing.contains("has no \"model_type\""), "{missing}");
+    let e = refusal(
+        r#"{"model_type":"mixtral","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
+    );
+    assert!(
+        e.contains("num_experts_per_tok 3 must be from 1 to the 2 experts"),
+        "{e}"
+    );
+}
+
+/// Qwen3-30B-A3B by hand: per layer attention `2048 x (4096 + 2 x 512) + 4096 x 2048`, the
+/// query and key norms, 128 experts of `3 x 2048 x 768`, the router `128 x 2048`, two norms.
+#[test]
+fn qwen3_30b_a3b_by_hand() {
+    let a = arch(shipped!("qwen3-30b-a3b"));
+    let attention = 2048 * (4096 + 2 * 512) + 4096 * 2048 + 2 * 128;
+    let layer = attention + 128 * 3 * 2048 * 768 + 128 * 2048 + 2 * 2048;
+    assert_eq!(parameters(&a), 48 * layer + 2 * 151_936 * 2048 + 2048);
+    assert!(a
+        .layer_kinds
+        .iter()
+        .all(|l| l.feed_forward == FeedForward::Experts && l.attention == Attention::Full));
+}
+
+/// Qwen3-MoE's per-layer choice: `mlp_only_layers` and `decoder_sparse_step` (a layer is
+/// a mixture of experts when the step divides its 1-based index), the dense layers at
+/// `intermediate_size`; the window only with `use_sliding_window`.
+#[test]
+fn qwen3_moe_layers_follow_mlp_only_layers_and_the_sparse_step() {
+    let moe = |extra: &str| {
+        tiny(
+            "qwen3_moe",
+            &format!(
+                r#","num_hidden_layers":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":32{extra}"#
+            ),
+        )
+    };
+    let kinds = |a: &Architecture| -> Vec<bool> {
+        a.layer_kinds
+            .iter()
+            .map(|l| l.feed_forward == FeedForward::Experts)
+            .collect()
+    };
+    assert_eq!(kinds(&moe("")), [true, true, true, true]);
+    assert_eq!(
+        kinds(&moe(r#","decoder_sparse_step":2"#)),
+        [false, true, false, true]
+    );
+    assert_eq!(
+        kinds(&moe(r#","mlp_only_layers":[0,3]"#)),
+        [false, true, true, false]
+    );
+    // One dense layer instead of an expert layer: 3 x 64 x 128 instead of 4 experts of
+    // 3 x 64 x 32 and the 4 x 64 router.
+    let all = parameters(&moe(""));
+    let one_dense = parameters(&moe(r#","mlp_only_layers":[1]"#));
+    assert_eq!(one_dense + 4 * 3 * 64 * 32 + 4 * 64, all + 3 * 64 * 128);
+    for (extra, needle) in [
+        (
+            r#","mlp_only_layers":[4]"#,
+            "\"mlp_only_layers\" must be a list of layer indices from 0 to 3",
+        ),
+        (
+            r#","mlp_only_layers":"0""#,
+            "\"mlp_only_layers\" must be a list",
+        ),
+        (
+            r#","decoder_sparse_step":0"#,
+            "\"decoder_sparse_step\" must be a whole number",
+        ),
+        (
+            r#","num_local_experts":8"#,
+            "num_experts 4 and num_local_experts 8 disagree",
+        ),
+    ] {
+        let text = format!(
+            r#"{{"model_type":"qwen3_moe","hidden_size":64,"intermediate_size":128,"num_hidden_layers":4,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128,"num_experts":4,
+"num_experts_per_tok":2,"moe_intermediate_size":32{extra}}}"#
+        );
+        let e = refusal(&text);
+        assert!(e.contains(needle), "{extra}: {e}");
+    }
+    let window = r#","sliding_window":8"#;
+    assert_eq!(moe(window).sliding_window(), None);
+    let on = r#","sliding_window":8,"use_sliding_window":true"#;
+    assert_eq!(moe(on).sliding_layers(), 4);
+}
+
+/// One valid small config per family (every field it reads stated), for the classes below.
+fn base(family: Family) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "model_type": family.model_type(), "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "vocab_size": 128, "tie_word_embeddings": false, "attention_bias": false,
+        "mlp_bias": false, "torch_dtype": "bfloat16", "sliding_window": 8,
+    });
+    let extra = match family {
+        Family::Mixtral => serde_json::json!({"num_local_experts": 4, "num_experts_per_tok": 2}),
+        Family::Qwen2 | Family::Qwen3 => {
+            serde_json::json!({"use_sliding_window": true, "max_window_layers": 1})
+        }
+        Family::Gemma3Text => serde_json::json!({"sliding_window_pattern": 2}),
+        Family::DeepseekV2 | Family::DeepseekV3 => serde_json::json!({
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+            "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+            "v_head_dim": 8}),
+        Family::Qwen2Moe => serde_json::json!({
+            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48, "decoder_sparse_step": 1, "qkv_bias": true,
+            "mlp_only_layers": [1], "use_sliding_window": true, "max_window_layers": 2}),
+        Family::Qwen3Moe => serde_json::json!({
+            "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "decoder_sparse_step": 1, "mlp_only_layers": [1], "use_sliding_window": true}),
+        _ => serde_json::json!({}),
+    };
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    if family == Family::Gemma3 {
+        let text = v.clone();
+        v = serde_json::json!({"model_type": "gemma3", "text_config": text,
+            "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+            "image_size": 32, "patch_size": 16, "num_channels": 3, "vision_use_head": false}});
+        v["text_config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("model_type");
+    }
+    v
+}
+
+/// Every field a family reads, given the wrong JSON type, is refused naming it (never read
+/// as "absent"): `attention_bias: "yes"`, `layer_types: "full_attention"`,
+/// `quantization_config: "gptq"` included.
+#[test]
+fn a_field_of_the_wrong_type_is_refused_by_name() {
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
+        let scope = |v: &mut serde_json::Value| -> serde_json::Map<String, serde_json::Value> {
+            match family {
+                Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+                _ => v.as_object().unwrap().clone(),
+            }
+        };
+        let mut keys: Vec<String> = scope(&mut good.clone()).keys().cloned().collect();
+        keys.retain(|k| k != "model_type");
+        keys.extend(["layer_types", "quantization_config"].map(String::from));
+        for key in keys {
+            let numeric = good
+                .get(&key)
+                .or_else(|| good.get("text_config").and_then(|t| t.get(&key)))
+                .is_some_and(|v| v.is_number() || v.is_boolean());
+            // A string where a number or a boolean is expected; a number where a string, a
+            // list or an object is.
+            let wrong = if numeric {
+                serde_json::json!("yes")
+            } else {
+                serde_json::json!(7)
+            };
+            let mut bad = good.clone();
+            match family {
+                Family::Gemma3 => bad["text_config"][&key] = wrong.clone(),
+                _ => bad[&key] = wrong.clone(),
+            }
+            if key == "quantization_config" {
+                bad[&key] = serde_json::json!("gptq");
+            }
+            if key == "layer_types" {
+                match family {
+                    Family::Gemma3 => {
+                        bad["text_config"][&key] = serde_json::json!("full_attention")
+                    }
+                    _ => bad[&key] = serde_json::json!("full_attention"),
+                }
+            }
+            // DeepSeek, Granite and OLMo 2 read no window (their attention has none): the keys are
+            // not theirs.
+            let ignored = matches!(
+                family,
+                Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite | Family::Olmo2
+            ) && matches!(key.as_str(), "sliding_window" | "layer_types");
+            match read(&bad) {
+                Ok(_) if ignored => {}
+                Ok(_) => panic!("{family:?}: {key} = {wrong} was accepted"),
+                Err(e) => assert!(
+                    e.to_string().contains(&format!("\"{key}\"")),
+                    "{family:?} {key}: {e}"
+                ),
+            }
+        }
+    }
+}
+
+/// Absent or null, a field is either refused naming it or planned: never a panic, never a
+/// refusal about another field.
+#[test]
+fn an_absent_or_null_field_is_planned_or_refused_by_name() {
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        let inner = |v: &serde_json::Value| match family {
+            Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+            _ => v.as_object().unwrap().clone(),
+        };
+        for key in inner(&good).keys().filter(|k| *k != "model_type") {
+            for null in [false, true] {
+                let mut changed = good.clone();
+                let target = match family {
+                    Family::Gemma3 => changed["text_config"].as_object_mut().unwrap(),
+                    _ => changed.as_object_mut().unwrap(),
+                };
+                if null {
+                    target.insert(key.clone(), serde_json::Value::Null);
+                } else {
+                    target.remove(key);
+                }
+                if let Err(e) = read(&changed) {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(key.as_str()),
+                        "{family:?} {key} (null {null}): {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A config of `model_type` with 32 heads of 8 (hidden 256), 4 layers, and `extra` fields;
+/// no key/value heads and no window stated unless `extra` says so.
+fn bare(model_type: &str, extra: &str) -> std::result::Result<Architecture, String> {
+    read(
+        &serde_json::from_str(&format!(
+            r#"{{"model_type":"{model_type}","hidden_size":256,"intermediate_size":512,"num_hidden_layers":4,
+"num_attention_heads":32,"head_dim":8,"vocab_size":100{extra}}}"#
+        ))
+        .unwrap(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// transformers' own defaults for absent keys, and its reading of null, per family: the
+/// values `AutoConfig.for_model(model_type, ...)` resolves in transformers 5.17 for the same
+/// fields (checked with the pinned build of `scripts/module_order.py`).
+#[test]
+fn absent_and_null_fields_take_the_configuration_class_defaults() {
+    let kv = |model_type: &str, extra: &str| bare(model_type, extra).map(|a| a.kv_heads);
+    // Absent num_key_value_heads: each class its own default.
+    for (model_type, absent) in [
+        ("llama", 32),
+        ("phi3", 32),
+        ("mistral", 8),
+        ("mixtral", 8),
+        ("qwen2", 32),
+        ("qwen3", 32),
+        ("gemma", 16),
+        ("gemma2", 4),
+        ("gemma3_text", 4),
+        ("qwen3_moe", 4),
+        ("qwen2_moe", 16),
+        ("granite", 32),
+        ("olmo2", 32),
+    ] {
+        assert_eq!(kv(model_type, ""), Ok(absent), "{model_type}");
+    }
+    // Null: the attention heads where the class types it `int | None`, refused where `int`.
+    for model_type in ["llama", "phi3", "qwen2", "qwen3", "granite"] {
+        assert_eq!(kv(model_type, r#","num_key_value_heads":null"#), Ok(32));
+    }
+    for model_type in [
+        "mistral",
+        "mixtral",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "qwen3_moe",
+    ] {
+        let e = kv(model_type, r#","num_key_value_heads":null"#).unwrap_err();
+        assert!(
+            e.contains("\"num_key_value_heads\" is null"),
+            "{model_type}: {e}"
+        );
+    }
+    // A null boolean: the classes type them bool and refuse null.
+    for key in [
+        "tie_word_embeddings",
+        "attention_bias",
+        "use_sliding_window",
+    ] {
+        let e = bare("qwen3", &format!(r#","{key}":null"#)).unwrap_err();
+        assert!(
+            e.contains(&format!("\"{key}\" must be true or false, found null")),
+            "{e}"
+        );
+    }
+    // Mistral's window is 4096 on every layer unless the config says null.
+    let mistral = bare("mistral", "").unwrap();
+    assert_eq!(
+        (mistral.sliding_window(), mistral.sliding_layers()),
+        (Some(4096), 4)
+    );
+    let off = bare("mistral", r#","sliding_window":null"#).unwrap();
+    assert_eq!(off.sliding_window(), None);
+    // Gemma 2: 4096 on every other layer by default; Mixtral: no window, 8 experts, 2 each.
+    let gemma2 = bare("gemma2", "").unwrap();
+    assert_eq!(
+        (gemma2.sliding_window(), gemma2.sliding_layers()),
+        (Some(4096), 2)
+    );
+    let mixtral = bare("mixtral", "").unwrap();
+    assert_eq!(mixtral.sliding_window(), None);
+    let e = mixtral.experts.unwrap();
+    assert_eq!((e.routed, e.per_token), (8, 2));
+}
+
+/// Qwen2/Qwen3 clear the window unless `use_sliding_window` is true, even where
+/// `layer_types` lists sliding layers: Qwen3 with 27 of 36 layers listed sliding keeps the
+/// whole context on all 36 (planning 9 would be 2.9 times too little at 32K).
+#[test]
+fn qwen_windows_need_use_sliding_window_even_with_layer_types() {
+    let types: Vec<&str> = (0..36)
+        .map(|i| {
+            if i < 9 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    let listed = format!(
+        r#","num_hidden_layers":36,"num_key_value_heads":8,"sliding_window":4096,"layer_types":{}"#,
+        serde_json::to_string(&types).unwrap()
+    );
+    for model_type in ["qwen2", "qwen3"] {
+        let text = format!(
+            r#"{{"model_type":"{model_type}","hidden_size":256,"intermediate_size":512,"num_attention_heads":32,"head_dim":8,"vocab_size":100{listed}}}"#
+        );
+        let off = arch(&text);
+        assert_eq!(off.sliding_layers(), 0, "{model_type}");
+        let full = kv_cache_bytes(&off, 2, 1, 32_768, true);
+        assert_eq!(full, 36 * 32_768 * 2 * 8 * 8 * 2);
+        let on = arch(&text.replace(
+            "\"sliding_window\"",
+            "\"use_sliding_window\":true,\"sliding_window\"",
+        ));
+        assert_eq!(on.sliding_layers(), 27, "{model_type}");
+        let windowed = kv_cache_bytes(&on, 2, 1, 32_768, true);
+        // 9 full layers at 32K and 27 at 4096: 2.9 times less than what transformers keeps.
+        assert_eq!(windowed, (9 * 32_768 + 27 * 4096) * 2 * 8 * 8 * 2);
+    }
+}
+
+/// DeepSeek: leaving out `n_routed_experts` or `q_lora_rank` is refused naming it (the
+/// classes would build 64/256 experts and a 1536-wide query compression); null states
+/// "none"; absent shared experts and dense first layers take each class's default.
+#[test]
+fn deepseek_refuses_absent_experts_and_query_rank() {
+    let full = r#","n_routed_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,
+"kv_lora_rank":16,"q_lora_rank":24,"qk_rope_head_dim":8,"qk_nope_head_dim":8,"v_head_dim":8"#;
+    for model_type in ["deepseek_v2", "deepseek_v3"] {
+        for key in ["n_routed_experts", "q_lora_rank"] {
+            let without = full.replace(&format!("\"{key}\":"), "\"unused\":");
+            let e = bare(model_type, &without).unwrap_err();
+            assert!(e.contains(&format!("has no \"{key}\"")), "{e}");
+            assert!(e.contains("state it (null for"), "{e}");
+            let null = full.replace(
+                &format!("\"{key}\":"),
+                &format!("\"{key}\":null,\"unused\":"),
+            );
+            bare(model_type, &null).unwrap();
+        }
+        let dense = bare(
+            model_type,
+            &full.replace(
+                "\"n_routed_experts\":",
+                "\"n_routed_experts\":null,\"unused\":",
+            ),
+        )
+        .unwrap();
+        assert!(dense.experts.is_none());
+    }
+    // Absent n_shared_experts and first_k_dense_replace: V2 2 and 0, V3 1 and 3.
+    let v2 = bare("deepseek_v2", full).unwrap();
+    assert_eq!(v2.experts.unwrap().shared_intermediate, 2 * 32);
+    assert_eq!(v2.layer_kinds[0].feed_forward, FeedForward::Experts);
+    let v3 = bare("deepseek_v3", full).unwrap();
+    assert_eq!(v3.experts.unwrap().shared_intermediate, 32);
+    let dense_first: Vec<bool> = v3
+        .layer_kinds
+        .iter()
+        .map(|l| l.feed_forward == FeedForward::Dense)
+        .collect();
+    assert_eq!(dense_first, [true, true, true, false]);
+}
+
+/// Qwen1.5-MoE-A2.7B by hand: per layer attention `4 x 2048 x 2048` with q, k, v biases, 60
+/// experts of `3 x 2048 x 1408`, the router `60 x 2048`, one shared expert `3 x 2048 x 5632`
+/// and its gate `1 x 2048`, two norms; the untied head.
+#[test]
+fn qwen1_5_moe_by_hand() {
+    let a = arch(shipped!("qwen1.5-moe-a2.7b"));
+    let layer = 4 * 2048 * 2048
+        + 3 * 2048
+        + 60 * 3 * 2048 * 1408
+        + 60 * 2048
+        + 3 * 2048 * 5632
+        + 2048
+        + 2 * 2048;
+    assert_eq!(parameters(&a), 24 * layer + 2 * 151_936 * 2048 + 2048);
+    assert_eq!(a.sliding_window(), None);
+    // A window only with use_sliding_window: the even layers below max_window_layers.
+    let on = arch(&shipped!("qwen1.5-moe-a2.7b").replace(
+        "\"use_sliding_window\": false",
+        "\"use_sliding_window\": true",
+    ));
+    assert_eq!(on.sliding_layers(), 11);
+    assert_eq!(on.sliding_window(), Some(32_768));
+    // layer_types listing sliding layers without use_sliding_window: a window of 0, refused.
+    let e = refusal(&shipped!("qwen1.5-moe-a2.7b").replace(
+        "\"use_sliding_window\": false",
+        &format!(
+            "\"use_sliding_window\": false, \"layer_types\": {}",
+            serde_json::to_string(&vec!["sliding_attention"; 24]).unwrap()
+        ),
+    ));
+    assert!(e.contains("use_sliding_window is not true"), "{e}");
+}
