@@ -333,9 +333,11 @@ fn weights_as_allocated_match_the_h200() {
     assert_eq!(checked.len(), 9);
 }
 
-/// Loaded in a process of its own (`scripts/plan_weights_fresh.py`), every model's allocated
-/// and reserved bytes on the H200 are `lab plan`'s, to the byte: the nine above, the
-/// multimodal Gemma 3 from its public config and DeepSeek-V2-Lite.
+/// Loaded in a process of its own (`scripts/plan_weights_fresh.py`, then
+/// `scripts/time_new_family_h200.py` for the five configs added with the new families), every
+/// model's allocated and reserved bytes on the H200 are `lab plan`'s, to the byte: the nine
+/// above, the multimodal Gemma 3 from its public config, DeepSeek-V2-Lite, Qwen3-30B-A3B,
+/// Qwen2.5-32B, Qwen1.5-MoE-A2.7B, Granite-3.3-8B and OLMo-2-1B.
 #[test]
 fn weights_allocated_and_reserved_match_a_fresh_process_on_the_h200() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -366,7 +368,45 @@ fn weights_allocated_and_reserved_match_a_fresh_process_on_the_h200() {
         );
         rows += 1;
     }
-    assert_eq!(rows, 11);
+    assert_eq!(rows, 16);
+}
+
+/// The new families on the H200 (`examples/h200/time/new-family-memory*.csv`, one fresh process
+/// per point, `scripts/time_new_family_h200.py`): the KV cache after a prefill of `context`
+/// tokens at `batch` is `lab plan`'s `kv_cache_bytes` to the byte, and the prefill's peak of
+/// allocated bytes is within 5 % of `lab plan`'s `total_bytes`.
+#[test]
+fn new_families_kv_cache_and_peak_match_the_h200() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/h200/time");
+    let mut rows = 0;
+    for file in ["new-family-memory.csv", "new-family-memory-run3.csv"] {
+        let csv = std::fs::read_to_string(root.join(file)).unwrap();
+        for line in csv.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let (model, batch, context) = (f[0], f[1], f[2]);
+            let p = plan_json(&[
+                "--model",
+                models().join(model).to_str().unwrap(),
+                "--weights-dtype",
+                "bf16",
+                "--batch",
+                batch,
+                "--context",
+                context,
+            ]);
+            let measured = |i: usize| f[i].parse::<u64>().unwrap();
+            assert_eq!(p["memory"]["kv_cache_bytes"], measured(5), "{line}");
+            let total = p["memory"]["total_bytes"].as_u64().unwrap() as i128;
+            let peak = measured(8) as i128;
+            // |predicted - measured| <= 5 % of measured, in integers.
+            assert!(
+                (total - peak).abs() * 100 <= peak * 5,
+                "{line}: plan {total}"
+            );
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 10);
 }
 
 /// Writes a safetensors file with these tensors (name, dtype, shape) and zeroed data.
