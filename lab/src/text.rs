@@ -4,7 +4,7 @@
 //!
 //! One explicit character rule, the same in the kit's Python twins (`calcul_forfaits.py`,
 //! `mesure_memoire.py`, function `one_line`) and checked against them over every code point
-//! by `lab/tests/differential.rs`. It does not depend on what Rust or Python call
+//! by `lab/tests/differential/output.rs`. It does not depend on what Rust or Python call
 //! "whitespace" or "control", which differ (Python counts U+001C..U+001F as spaces):
 //!
 //! - **hidden** ([`is_hidden`]): C0 controls U+0000..U+001F, DEL U+007F, C1 controls

@@ -515,7 +515,7 @@ class ControlCharacters(unittest.TestCase):
 
 
 class InputClasses(unittest.TestCase):
-    """Input classes where the twins once disagreed with lab (lab/tests/differential.rs checks
+    """Input classes where the twins once disagreed with lab (lab/tests/differential/ checks
     the same inputs against lab): integers of any length, byte-order marks and encodings,
     control and format characters, the default catalog's name."""
 

@@ -1074,7 +1074,7 @@ class EnvironmentDiagnostic(unittest.TestCase):
 
 
 class InputClasses(unittest.TestCase):
-    """Input classes where the twins once disagreed with lab (lab/tests/differential.rs checks
+    """Input classes where the twins once disagreed with lab (lab/tests/differential/ checks
     them against lab): integers of any length, the hidden-character rule, paths the tool
     found itself."""
 
