@@ -6,7 +6,8 @@ Usage (from the repository root, after `cargo build --bin lab` and `cargo xtask 
     python3 docs/check-examples.py [--lab target/debug/lab] [FILE.md ...]
 
 A `console` block is checked when every command in it (lines starting with `$ `) is one of
-`lab ...`, `cp ...`, `sed ...` or `cat ...`; blocks with anything else (a `cargo` command,
+`lab ...` (or `target/release/lab ...`, as README's tour writes it), `cp ...`, `sed ...` or
+`cat ...`; blocks with anything else (a `cargo` command,
 a command on a GPU (`cuda:`), which only the GPU machine can re-run, an elided output `…`)
 are skipped and counted. Each checked block runs in a
 fresh scratch folder holding copies of `data/`, `dist/`, `examples/` and the built kit
@@ -25,7 +26,7 @@ import sys
 import tempfile
 
 DEFAULT_FILES = ["README.md", "docs/GUIDE.md", "docs/PLANNING.md", "docs/RELEASE.md"]
-ALLOWED = ("lab ", "cp ", "sed ", "cat ")
+ALLOWED = ("lab ", "target/release/lab ", "cp ", "sed ", "cat ")
 COPIED = ["data", "dist", "examples", os.path.join("target", "dist")]
 
 
@@ -90,8 +91,9 @@ def main():
                         shutil.copytree(source, os.path.join(scratch, folder))
                 env = dict(os.environ, PATH=os.path.dirname(lab) + os.pathsep + os.environ["PATH"])
                 for command, expected in cmds:
-                    if command.startswith("lab "):
-                        command = shlex_quote(lab) + command[3:]
+                    for prefix in ("lab ", "target/release/lab "):
+                        if command.startswith(prefix):
+                            command = shlex_quote(lab) + command[len(prefix) - 1 :]
                     run = subprocess.run(
                         ["bash", "-c", command],
                         cwd=scratch,

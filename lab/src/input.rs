@@ -1,6 +1,7 @@
 //! Every bounded read of a file or standard input, beside [`crate::output`] (which writes):
 //! the catalog, the model's config, index and safetensors headers, the GPU memory table,
-//! measurement documents, the results grid, a kit archive and its members.
+//! measurement documents (and the comparison `lab report` looks through), the results grid, a
+//! kit archive and its members.
 //!
 //! Each read has a cap chosen by its reader (a constant beside the format it reads) and fails
 //! rather than truncates: at most `cap + 1` bytes are read, so a file that grew since its size
@@ -31,7 +32,15 @@ pub enum ReadFailure {
 /// # Errors
 /// [`ReadFailure::TooLarge`] past `cap`, [`ReadFailure::Io`] on a failed read.
 pub fn capped(reader: impl Read, cap: u64) -> std::result::Result<Vec<u8>, ReadFailure> {
-    let mut bytes = Vec::new();
+    capped_into(reader, cap, Vec::new())
+}
+
+/// [`capped`] into `bytes` (a buffer the caller sized, e.g. from a file's metadata).
+fn capped_into(
+    reader: impl Read,
+    cap: u64,
+    mut bytes: Vec<u8>,
+) -> std::result::Result<Vec<u8>, ReadFailure> {
     reader
         .take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -56,7 +65,8 @@ pub fn prefix(reader: impl Read, length: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// Reads the regular file at `path`, at most `cap` bytes: its size is checked before the
-/// read, and the read stops one byte past the cap.
+/// read, and the read stops one byte past the cap. The buffer is sized from the metadata
+/// (one allocation, no copy as it grows, for a file that did not grow).
 ///
 /// # Errors
 /// [`ReadFailure::Io`] when it cannot be looked at or read, [`ReadFailure::NotAFile`] for a
@@ -72,7 +82,9 @@ pub fn file(path: &Path, cap: u64) -> std::result::Result<Vec<u8>, ReadFailure> 
         });
     }
     let file = std::fs::File::open(path).map_err(ReadFailure::Io)?;
-    capped(file, cap)
+    // One byte past the size, so the read that finds the end needs no second allocation.
+    let capacity = usize::try_from(metadata.len()).map_or(0, |n| n.saturating_add(1));
+    capped_into(file, cap, Vec::with_capacity(capacity))
 }
 
 /// Reads standard input whole, at most `cap` bytes (`what` names it in messages).

@@ -55,6 +55,7 @@ pub mod plan;
 pub mod pricing;
 pub mod record;
 pub mod report;
+pub mod results;
 pub mod stderr;
 pub mod stdout;
 pub mod sweep;

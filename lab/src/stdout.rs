@@ -56,12 +56,234 @@ pub fn lines<S: AsRef<str>>(lines: &[S]) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Runtime`] when `value` cannot be encoded, else as [`print`].
+///
+/// Never a float: a floating-point value (a time read from a measurement document) is written
+/// as a string holding its shortest exact decimal, the digits the document itself holds
+/// (`"0.000091008"`; [`DecimalFloats`]), as every exact value of `lab`'s JSON is.
 pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::runtime(format!("cannot encode the JSON output: {e}")))?;
-    text.push('\n');
-    // Control and format characters from a catalog or a file become JSON escapes.
-    print(&crate::text::json_visible(&text))
+    if CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // Streamed through one buffer (a report of 100,000 rows is tens of MB: no copy of it is
+    // held), flushed at the end; a closed pipe ends quietly as in [`print`].
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, DecimalFloats::new());
+    let written = value
+        .serialize(&mut serializer)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            // Drop what is left in the buffer: its reader is gone.
+            let _ = out.into_parts();
+            Ok(())
+        }
+        Err(e) => {
+            let _ = out.into_parts();
+            Err(Error::runtime(format!(
+                "cannot write to standard output: {e}"
+            )))
+        }
+    }
+}
+
+/// serde_json's pretty layout (two-space indent, `"key": value`, `[]` and `{}` for empty
+/// ones), hidden characters in strings (control and format characters from a catalog or a
+/// file, [`crate::text::is_hidden`]) written as JSON escapes as [`crate::text::json_visible`]
+/// does, and every `f32`/`f64` written as a JSON string of its shortest round-trip decimal in
+/// plain notation ([`plain_decimal`]: `"0.00009100800007581713"`, never an exponent). A
+/// non-finite value never reaches it: serde_json writes `null` for those. The indentation is
+/// written in one piece per line (a report of 100,000 rows has about two million lines).
+pub struct DecimalFloats {
+    depth: usize,
+    has_value: bool,
+}
+
+impl DecimalFloats {
+    /// The formatter, at the top level.
+    pub fn new() -> Self {
+        DecimalFloats {
+            depth: 0,
+            has_value: false,
+        }
+    }
+
+    fn newline_indent<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        const SPACES: &[u8] = b"\n                                                                ";
+        let mut wanted = 1 + 2 * self.depth;
+        if wanted <= SPACES.len() {
+            return w.write_all(&SPACES[..wanted]);
+        }
+        w.write_all(SPACES)?;
+        wanted -= SPACES.len();
+        while wanted > 0 {
+            let n = wanted.min(SPACES.len() - 1);
+            w.write_all(&SPACES[1..=n])?;
+            wanted -= n;
+        }
+        Ok(())
+    }
+}
+
+impl Default for DecimalFloats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `value` (finite) as its shortest round-trip decimal (the Ryū algorithm, which serde_json
+/// also writes documents with) in plain notation, without an exponent: `0.000091008`,
+/// `1000000000000000000000` for 1e21, `-0` for minus zero, `3` for 3.0. It parses back to the
+/// same `f64`.
+pub fn plain_decimal(value: f64) -> String {
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(value);
+    // Ryū writes 1e-5 <= |v| < 1e16 in plain notation already ("0.161348406", "3.0").
+    if !text.contains('e') {
+        return text.strip_suffix(".0").unwrap_or(text).to_string();
+    }
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match text.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (text, 0),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let frac_part = if frac_part == "0" { "" } else { frac_part };
+    let digits = format!("{int_part}{frac_part}");
+    // Position of the decimal point within `digits`.
+    let point = i64::try_from(int_part.len()).unwrap_or(0) + i64::from(exponent);
+    let digits = digits.trim_start_matches('0');
+    let leading_zeros =
+        i64::try_from(format!("{int_part}{frac_part}").len() - digits.len()).unwrap_or(0);
+    let point = point - leading_zeros;
+    let mut out = String::with_capacity(digits.len() + 24);
+    if negative {
+        out.push('-');
+    }
+    if digits.is_empty() {
+        out.push('0');
+        return out;
+    }
+    let len = i64::try_from(digits.len()).unwrap_or(0);
+    if point <= 0 {
+        out.push_str("0.");
+        for _ in 0..-point {
+            out.push('0');
+        }
+        out.push_str(digits);
+    } else if point >= len {
+        out.push_str(digits);
+        for _ in 0..(point - len) {
+            out.push('0');
+        }
+    } else {
+        let (a, b) = digits.split_at(usize::try_from(point).unwrap_or(0));
+        out.push_str(a);
+        out.push('.');
+        out.push_str(b);
+    }
+    out
+}
+
+impl serde_json::ser::Formatter for DecimalFloats {
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
+        let mut buffer = ryu::Buffer::new();
+        let text = buffer.format_finite(value);
+        w.write_all(b"\"")?;
+        if text.contains('e') {
+            w.write_all(plain_decimal(value).as_bytes())?;
+        } else {
+            w.write_all(text.strip_suffix(".0").unwrap_or(text).as_bytes())?;
+        }
+        w.write_all(b"\"")
+    }
+    fn write_f32<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f32,
+    ) -> std::io::Result<()> {
+        // Through its own shortest digits, not f64's longer expansion of the same value.
+        let text: f64 = value.to_string().parse().unwrap_or(f64::from(value));
+        self.write_f64(w, text)
+    }
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // serde_json escapes U+0000..U+001F itself; the other hidden characters are not ASCII
+        // but DEL, so ASCII below DEL goes out as it is.
+        if fragment.bytes().all(|b| b < 0x7f) {
+            return w.write_all(fragment.as_bytes());
+        }
+        w.write_all(crate::text::json_visible(fragment).as_bytes())
+    }
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline_indent(w)?;
+        }
+        w.write_all(b"]")
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            self.newline_indent(w)?;
+        }
+        w.write_all(b"}")
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        self.newline_indent(w)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
 }
 
 /// Whether the reader of standard output has gone away (a closed pipe was met).
@@ -100,4 +322,90 @@ macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::stdout::print(&format!("{}\n", format_args!($($arg)*)))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Same layout as serde_json's own pretty printer, floats aside.
+    #[test]
+    fn layout_is_serde_json_pretty() {
+        let mut deep = serde_json::json!(1);
+        for _ in 0..40 {
+            deep = serde_json::json!([deep]);
+        }
+        let value = serde_json::json!({
+            "a": [], "b": {}, "c": [1, [2, {"d": null}], {"e": "x\u{202e}y"}], "deep": deep
+        });
+        let mut bytes = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut bytes, DecimalFloats::new());
+        serde::Serialize::serialize(&value, &mut ser).unwrap();
+        let ours = String::from_utf8(bytes).unwrap();
+        let theirs = crate::text::json_visible(&serde_json::to_string_pretty(&value).unwrap());
+        assert_eq!(ours, theirs);
+    }
+
+    /// Over many values, the plain decimal parses back to the same value, has no exponent, and
+    /// is as short as Rust's `Display` (the same digits but for rare last-digit ties).
+    #[test]
+    fn plain_decimal_is_the_shortest_round_trip_in_plain_notation() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            3.0,
+            0.5,
+            1e21,
+            1e-7,
+            9.100800007581713e-5,
+            0.161348406,
+            123456789.125,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e16,
+            1e15,
+            0.1,
+        ];
+        for _ in 0..20_000 {
+            let v = f64::from_bits(next());
+            if v.is_finite() {
+                values.push(v);
+            }
+            values.push((next() % 1_000_000) as f64 / 1e9);
+        }
+        let significant = |t: &str| {
+            t.trim_start_matches('-')
+                .replace('.', "")
+                .trim_matches('0')
+                .len()
+        };
+        let mut same = 0;
+        let total = values.len();
+        for v in values {
+            let plain = plain_decimal(v);
+            let display = format!("{v}");
+            assert_eq!(
+                plain.parse::<f64>().unwrap().to_bits(),
+                v.to_bits(),
+                "{v:e}"
+            );
+            assert!(!plain.contains(['e', 'E']), "{plain}");
+            // As short as Rust's own shortest digits; the same digits but for rare ties.
+            assert_eq!(significant(&plain), significant(&display), "{v:e}");
+            same += usize::from(plain == display);
+        }
+        assert!(
+            same * 100 >= total * 99,
+            "{same} of {total} identical to Display"
+        );
+    }
 }

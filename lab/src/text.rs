@@ -147,6 +147,11 @@ pub fn ascii(value: &str) -> String {
 /// assert_eq!(lab::text::json_visible("{\"m\":\"a\u{202e}b\"}"), r#"{"m":"a\u202eb"}"#);
 /// ```
 pub fn json_visible(json: &str) -> String {
+    // Fast path: ASCII below DEL holds no hidden character a JSON encoder leaves unescaped
+    // (it escapes U+0000..U+001F itself), and is most output.
+    if json.bytes().all(|b| b < 0x7f) {
+        return json.to_owned();
+    }
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         if is_hidden(c) && u32::from(c) > 0x1F {

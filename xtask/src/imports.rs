@@ -44,6 +44,7 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "lab::kit",
             "lab::report",
             "lab::record",
+            "lab::results",
         ],
     ),
     (

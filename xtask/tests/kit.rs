@@ -591,6 +591,33 @@ fn manifest_with_one_wrong_hash_is_caught() {
     assert_archive_rejected(&zip_bytes(&files(entries)), &readme, "SHA-256");
 }
 
+/// `verify --archive` uses the library's schema check: a manifest field changed to what dist
+/// never writes (a foreign release, a NUL, a date that is no date) is named, like `lab
+/// verify-kit` names it.
+#[test]
+fn manifest_fields_outside_their_schema_are_caught() {
+    let good = good_entries();
+    let original = &good.iter().find(|(n, _)| *n == manifest_path()).unwrap().1;
+    let original: serde_json::Value = serde_json::from_slice(original).unwrap();
+    for (field, bad, expect) in [
+        ("version", "6.6.6", "version is \"6.6.6\""),
+        ("version", "1.0.0\u{0}", "version is \"1.0.0\\0\""),
+        ("catalog_snapshot_date", "2026-13-01", "not a calendar date"),
+    ] {
+        let mut manifest = original.clone();
+        manifest[field] = serde_json::json!(bad);
+        let mut bytes = serde_json::to_vec_pretty(&manifest).unwrap();
+        bytes.push(b'\n');
+        let mut entries = good.clone();
+        entries
+            .iter_mut()
+            .find(|(n, _)| *n == manifest_path())
+            .unwrap()
+            .1 = bytes;
+        assert_archive_rejected(&zip_bytes(&files(entries)), &manifest_path(), expect);
+    }
+}
+
 #[test]
 fn member_changed_after_the_manifest_is_caught() {
     let mut entries = good_entries();

@@ -50,6 +50,13 @@ pub fn run(args: Args) -> lab::Result<()> {
     ));
     out.push(format!("  total:    {} GiB", e.total_gib));
     out.push(format!("  not included: {}.", e.excluded.join(", ")));
+    if e.bits % 8 != 0 {
+        // The whole-byte rule overstates a packed width; plan counts packing and scales.
+        out.push(format!(
+            "  {} bits is a packed width: for packed weights (with their scales) use `lab plan --weights-dtype int4` (PROTOCOL §9).",
+            e.bits
+        ));
+    }
     out.push(
         "  This is weight memory only; it does not say whether a real model fits a card."
             .to_string(),

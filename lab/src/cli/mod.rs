@@ -17,6 +17,7 @@ mod plan;
 mod price;
 mod record;
 mod report;
+mod results;
 mod sweep;
 mod tariffs;
 mod verify_kit;
@@ -118,7 +119,7 @@ pub const TASKS: [(&str, &[&str]); 4] = [
         "Memory and measurement",
         &["estimate", "environment", "measure", "sweep"],
     ),
-    ("Results", &["report", "record", "verify-kit"]),
+    ("Results", &["report", "record", "results", "verify-kit"]),
     ("Shell", &["completions"]),
 ];
 
@@ -140,6 +141,8 @@ enum Command {
     Report(report::Args),
     /// Append one real run to the results grid (append-only, linked by SHA-256).
     Record(record::Args),
+    /// The results grid read back: runs, spending and cost per accepted result, per package.
+    Results(results::Args),
     /// Packages giving at least N GPUs for D days, cheapest first.
     Compare(compare::Args),
     /// Which package holds a model (folder or config.json) and what it costs; with a workload, which package finishes it, how long it takes and what that costs.
@@ -278,6 +281,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Sweep(args) => sweep::run(args),
         Command::Report(args) => report::run(args),
         Command::Record(args) => record::run(args),
+        Command::Results(args) => results::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Plan(args) => plan::run(*args),
         Command::VerifyKit(args) => verify_kit::run(args),

@@ -53,6 +53,11 @@ pub struct Args {
     /// --threshold and --observed).
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     notes: Option<String>,
+    /// The measurement was taken on another GPU than the package's (its document names the
+    /// GPU): record the run anyway, with that mismatch written at the start of the notes.
+    /// Without it such a measurement is refused.
+    #[arg(long)]
+    measured_on_other_gpu: bool,
     #[command(flatten)]
     catalog: super::CatalogArg,
     /// Print the appended row as one JSON object.
@@ -84,6 +89,7 @@ pub fn run(args: Args) -> Result<()> {
         accepted_results: args.accepted_results,
         outcome: &args.outcome,
         notes: args.notes.as_deref(),
+        measured_on_other_gpu: args.measured_on_other_gpu,
     };
     let appended = append_run(&args.results, &catalog, &input)?;
     if args.json {

@@ -27,8 +27,13 @@ pub struct Args {
 
 /// Runs `lab report`.
 ///
+/// A `comparison.json` that `lab measure --device all` wrote stands for the documents it
+/// compares (the files it names, in its folder). The same document given twice (the same
+/// SHA-256, whatever the path) is refused: a report counts each measurement once.
+///
 /// # Errors
-/// Usage (exit 2) for a path that is not a file or not a measurement document, and for an
+/// Usage (exit 2) for a path that is not a file or not a measurement document (nor such a
+/// comparison), for a document given twice, and for an
 /// `--svg` path that exists or whose folder does not (checked before anything is printed);
 /// Runtime (exit 1) for a missing or unreadable measurement file and when the chart cannot be
 /// drawn or written. Nothing is printed or written unless every file is good.
@@ -51,17 +56,15 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(done) = report_models(&args)? {
         return Ok(done);
     }
-    let measurements = args
-        .files
-        .iter()
-        .map(|path| {
-            if super::is_stdin(path) {
-                read_stdin_measurement()
-            } else {
-                read_measurement(path)
-            }
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let mut measurements = Vec::new();
+    for path in &args.files {
+        if super::is_stdin(path) {
+            measurements.push(read_stdin_measurement()?);
+        } else {
+            measurements.extend(read_file(path)?);
+        }
+    }
+    refuse_repeated(&measurements)?;
     let report = build_report(&measurements);
     if let Some(svg) = &args.svg {
         let drawing = render_svg(&report)?;
@@ -154,4 +157,94 @@ fn read_stdin_measurement() -> Result<lab::document::LoadedMeasurement> {
         sha256: lab::digest::sha256_hex(&bytes),
         document,
     })
+}
+
+/// The measurement at `path`; for the comparison `lab measure --device all` writes, the
+/// documents it names, read from its folder (and a note on standard error saying so).
+///
+/// # Errors
+/// As [`read_measurement`]; for a comparison, also a document name that is not a plain file
+/// name, or a comparison that names no document.
+fn read_file(path: &std::path::Path) -> Result<Vec<lab::document::LoadedMeasurement>> {
+    let error = match read_measurement(path) {
+        Ok(m) => return Ok(vec![m]),
+        Err(e @ lab::Error::Usage(_)) => e,
+        Err(e) => return Err(e),
+    };
+    let Some(names) = comparison_files(path) else {
+        return Err(error);
+    };
+    let shown = path.display();
+    if names.is_empty() {
+        return Err(lab::Error::usage(format!(
+            "{shown} is the comparison `lab measure --device all` writes, and it names no \
+             document (no GPU was measured): nothing to report"
+        )));
+    }
+    if let Some(bad) = names
+        .iter()
+        .find(|n| n.is_empty() || n.contains('/') || n.contains('\\') || *n == "." || *n == "..")
+    {
+        return Err(lab::Error::usage(format!(
+            "{shown} names the document '{}', which is not a file name beside it; give the \
+             measurement documents themselves",
+            lab::text::one_line(bad)
+        )));
+    }
+    let folder = path.parent().unwrap_or(std::path::Path::new(""));
+    crate::errln!(
+        "note: {shown} is the comparison `lab measure --device all` writes; reporting the documents it compares: {}",
+        names.join(", ")
+    );
+    names
+        .iter()
+        .map(|name| read_measurement(&folder.join(name)))
+        .collect()
+}
+
+/// The document names listed by the comparison at `path`, when it is one: a small JSON
+/// object with exactly the keys `lab measure --device all` writes (`basis`, `median_seconds`,
+/// `gpus`, `flagged`; [`lab::fleet::Comparison`]); `None` for anything else.
+fn comparison_files(path: &std::path::Path) -> Option<Vec<String>> {
+    // Any failure (not a regular file, over 1 MiB, unreadable) means "not a comparison": the
+    // document reader then words the error.
+    let bytes = lab::input::file(path, 1 << 20).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let object = value.as_object()?;
+    let keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    if keys != ["basis", "median_seconds", "gpus", "flagged"] {
+        return None;
+    }
+    object["gpus"]
+        .as_array()?
+        .iter()
+        .filter_map(|line| match line.get("file") {
+            Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(name)) => Some(Some(name.clone())),
+            _ => Some(None),
+        })
+        .collect()
+}
+
+/// Refuses a document given twice (same SHA-256), naming both places it came from.
+fn refuse_repeated(measurements: &[lab::document::LoadedMeasurement]) -> Result<()> {
+    for (later, m) in measurements.iter().enumerate() {
+        if let Some(first) = measurements[..later].iter().find(|f| f.sha256 == m.sha256) {
+            let name = |x: &lab::document::LoadedMeasurement| {
+                if x.path.as_os_str() == "-" {
+                    "(standard input)".to_string()
+                } else {
+                    lab::text::one_line(&x.path.display().to_string())
+                }
+            };
+            return Err(lab::Error::usage(format!(
+                "{} and {} are the same document (sha256 {}): a report counts each measurement \
+                 once; give it once",
+                name(first),
+                name(m),
+                m.sha256
+            )));
+        }
+    }
+    Ok(())
 }

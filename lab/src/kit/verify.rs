@@ -6,7 +6,8 @@
 use super::layout::{self, Layout};
 use super::{
     member_path, member_paths, Finding, Manifest, ARCHIVE_NAME, HASH_ALGORITHM, KIT_ROOT,
-    MANIFEST_FORMAT, MANIFEST_NAME, MAX_ARCHIVE_BYTES, MAX_MEMBER_BYTES, MEMBERS,
+    KIT_VERSION, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_UNHASHED_REASON, MAX_ARCHIVE_BYTES,
+    MAX_MEMBER_BYTES, MEMBERS, SNAPSHOT_DATE,
 };
 use crate::digest::sha256_hex;
 use crate::input::ReadFailure;
@@ -253,8 +254,18 @@ fn read_member(
     }
 }
 
-/// Parses and checks the manifest's own structure; returns it when it can be used for the
-/// member comparisons.
+/// Parses and checks the manifest against its schema, field by field; returns it when it can
+/// be used for the member comparisons.
+///
+/// The schema is [`Manifest`] (and [`ManifestEntry`]): exactly its keys (serde refuses an
+/// unknown, missing, repeated or wrongly typed key), and for each field the one value
+/// `cargo xtask dist` writes: `format`, `archive`, `root`, `hash_algorithm`, `version` (this
+/// lab's release, [`KIT_VERSION`]) and `catalog_snapshot_date` (a calendar date, the shipped
+/// [`SNAPSHOT_DATE`]) equal to their constants; `members` the nine paths sorted, each content
+/// member with a size and a lowercase-hex SHA-256, the manifest's own entry with neither and
+/// the [`MANIFEST_UNHASHED_REASON`]. A manifest whose fields all pass must then be byte for
+/// byte the pretty-printed form [`Manifest::to_bytes`] writes, which catches what the fields
+/// cannot show (spacing, escapes, key order, the final newline).
 fn check_manifest(
     path: &str,
     bytes: &[u8],
@@ -274,24 +285,49 @@ fn check_manifest(
             return None;
         }
     };
-    let mut field = |name: &str, got: &str, want: &str| {
+    let before = findings.len();
+    let mut field = |name: &str, got: &str, want: &str, why: &str| {
         if got != want {
             findings.push(Finding::new(
                 path,
                 format!(
-                    "{name} is \"{}\", expected \"{}\"",
+                    "{name} is \"{}\", expected \"{}\"{why}",
                     crate::text::excerpt(got),
                     crate::text::excerpt(want)
                 ),
             ));
         }
     };
-    field("format", &manifest.format, MANIFEST_FORMAT);
-    field("archive", &manifest.archive, ARCHIVE_NAME);
-    field("root", &manifest.root, KIT_ROOT);
-    field("hash_algorithm", &manifest.hash_algorithm, HASH_ALGORITHM);
-    if manifest.version.trim().is_empty() {
-        findings.push(Finding::new(path, "version is empty"));
+    field("format", &manifest.format, MANIFEST_FORMAT, "");
+    field("archive", &manifest.archive, ARCHIVE_NAME, "");
+    field("root", &manifest.root, KIT_ROOT, "");
+    field(
+        "hash_algorithm",
+        &manifest.hash_algorithm,
+        HASH_ALGORITHM,
+        "",
+    );
+    field(
+        "version",
+        &manifest.version,
+        KIT_VERSION,
+        " (the release of this lab; verify a kit with the lab released with it)",
+    );
+    if is_calendar_date(&manifest.catalog_snapshot_date) {
+        field(
+            "catalog_snapshot_date",
+            &manifest.catalog_snapshot_date,
+            SNAPSHOT_DATE,
+            " (the snapshot of the catalog this release ships)",
+        );
+    } else {
+        findings.push(Finding::new(
+            path,
+            format!(
+                "catalog_snapshot_date is {:?}, not a calendar date YYYY-MM-DD (expected {SNAPSHOT_DATE:?})",
+                manifest.catalog_snapshot_date
+            ),
+        ));
     }
     let listed: Vec<&str> = manifest.members.iter().map(|e| e.path.as_str()).collect();
     let sorted_expected: Vec<&str> = expected.iter().map(String::as_str).collect();
@@ -307,10 +343,13 @@ fn check_manifest(
         let is_self = entry.path == path;
         match (is_self, entry.size, entry.sha256.as_deref()) {
             (true, None, None) => {
-                if entry.unhashed_reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+                if entry.unhashed_reason.as_deref() != Some(MANIFEST_UNHASHED_REASON) {
                     findings.push(Finding::new(
                         path,
-                        "its own entry does not say why it carries no hash (unhashed_reason)",
+                        format!(
+                            "its own entry's unhashed_reason is {}, expected {MANIFEST_UNHASHED_REASON:?}",
+                            entry.unhashed_reason.as_deref().map_or_else(|| "missing".to_string(), |r| format!("{r:?}"))
+                        ),
                     ));
                 }
             }
@@ -338,7 +377,25 @@ fn check_manifest(
             )),
         }
     }
+    if findings.len() == before && manifest.to_bytes() != bytes {
+        findings.push(Finding::new(
+            path,
+            "not in the form cargo xtask dist writes: pretty-printed JSON, keys in schema order, \
+             plain (unescaped) text, a final newline",
+        ));
+    }
     Some(manifest)
+}
+
+/// Whether `text` is a date of the proleptic Gregorian calendar written `YYYY-MM-DD` (four
+/// digits, two, two; e.g. `2026-09-24`, not `2026-02-30` nor `2026-9-24`).
+fn is_calendar_date(text: &str) -> bool {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    let shape = text.bytes().enumerate().all(|(i, b)| match i {
+        4 | 7 => b == b'-',
+        _ => b.is_ascii_digit(),
+    });
+    text.len() == 10 && shape && time::Date::parse(text, &format).is_ok()
 }
 
 /// Why an entry name is unsafe or malformed, if it is.
@@ -396,15 +453,27 @@ mod tests {
         }
     }
 
-    /// A kit packed like dist packs it (any deflate level is allowed).
-    fn small_kit() -> Vec<u8> {
-        use std::io::Write;
+    /// The eight content files of a small kit and its manifest, as dist would describe them.
+    fn small_files() -> (Vec<(&'static str, Vec<u8>)>, Manifest) {
         let files: Vec<(&str, Vec<u8>)> = MEMBERS
             .iter()
             .filter(|n| **n != MANIFEST_NAME)
             .map(|n| (*n, format!("{n}\n").repeat(20).into_bytes()))
             .collect();
-        let manifest = Manifest::describe(files.iter().map(|(n, b)| (*n, b.as_slice()))).to_bytes();
+        let manifest = Manifest::describe(files.iter().map(|(n, b)| (*n, b.as_slice())));
+        (files, manifest)
+    }
+
+    /// A kit packed like dist packs it (any deflate level is allowed).
+    fn small_kit() -> Vec<u8> {
+        let (_, manifest) = small_files();
+        kit_with_manifest(&manifest.to_bytes())
+    }
+
+    /// The small kit with `manifest` as its `MANIFEST.json` bytes.
+    fn kit_with_manifest(manifest: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let (files, _) = small_files();
         let options = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Deflated)
             .unix_permissions(0o644)
@@ -414,11 +483,193 @@ mod tests {
             let bytes = files
                 .iter()
                 .find(|(n, _)| *n == name)
-                .map_or(manifest.as_slice(), |(_, b)| b.as_slice());
+                .map_or(manifest, |(_, b)| b.as_slice());
             writer.start_file(member_path(name), options).unwrap();
             writer.write_all(bytes).unwrap();
         }
         writer.finish().unwrap().into_inner()
+    }
+
+    /// The findings on `MANIFEST.json` for a kit whose manifest is `value`, pretty-printed.
+    fn manifest_findings(value: &serde_json::Value) -> Vec<String> {
+        let mut bytes = serde_json::to_vec_pretty(value).unwrap();
+        bytes.push(b'\n');
+        let report = verify_archive_bytes("k.zip", &kit_with_manifest(&bytes));
+        assert!(!report.is_ok() || report.findings.is_empty());
+        report.findings.iter().map(ToString::to_string).collect()
+    }
+
+    /// Wrong values for one manifest field, whatever its type: other strings (a look-alike
+    /// release, a NUL, a date that is no date, an empty one), other types, and null.
+    fn mutants(good: &serde_json::Value) -> Vec<serde_json::Value> {
+        use serde_json::json;
+        let mut out = vec![json!(null), json!(7), json!(true), json!([]), json!({})];
+        if let Some(text) = good.as_str() {
+            for bad in [
+                String::new(),
+                "6.6.6".to_string(),
+                "1.0.0\u{0}".to_string(),
+                format!("{text}\u{0}"),
+                format!("{text} "),
+                text.to_uppercase(),
+                "2026-02-30".to_string(),
+                "not-a-date".to_string(),
+                "0001-01-01".to_string(),
+            ] {
+                if bad != text {
+                    out.push(json!(bad));
+                }
+            }
+        }
+        if good.is_u64() {
+            out.push(json!(good.as_u64().unwrap() + 1));
+            out.push(json!(-1));
+            out.push(json!(1.5));
+        }
+        out.retain(|v| v != good);
+        out
+    }
+
+    /// Every field of the manifest, top level and in each member entry, is checked: each
+    /// wrong value, each wrong type, null and the field removed are refused with a finding,
+    /// and a value that differs from what dist writes is refused with a finding naming the
+    /// manifest (top-level fields) or its member. The walk goes over the keys dist writes, so
+    /// a field added to the schema is covered without a change here.
+    #[test]
+    fn every_manifest_field_is_checked_against_its_schema() {
+        let (_, manifest) = small_files();
+        let good = serde_json::to_value(&manifest).unwrap();
+        assert!(manifest_findings(&good).is_empty());
+        let top = good.as_object().unwrap();
+        assert_eq!(top.len(), 7, "the walk must see every top-level field");
+        let mut refused = 0;
+        for (key, value) in top {
+            for bad in mutants(value) {
+                let mut mutant = good.clone();
+                mutant[key] = bad.clone();
+                let found = manifest_findings(&mutant);
+                assert!(!found.is_empty(), "{key} = {bad} accepted");
+                assert!(
+                    found.iter().any(|f| f.contains(MANIFEST_NAME)),
+                    "{key} = {bad}: {found:?}"
+                );
+                if bad.is_string() && key != "members" {
+                    assert!(
+                        found.iter().any(|f| f.contains(key.as_str())),
+                        "{key}: {found:?}"
+                    );
+                }
+                refused += 1;
+            }
+            let mut missing = good.clone();
+            missing.as_object_mut().unwrap().remove(key);
+            assert!(
+                !manifest_findings(&missing).is_empty(),
+                "{key} removed accepted"
+            );
+        }
+        let members = good["members"].as_array().unwrap();
+        for (index, entry) in members.iter().enumerate() {
+            for (key, value) in entry.as_object().unwrap() {
+                for bad in mutants(value) {
+                    let mut mutant = good.clone();
+                    mutant["members"][index][key] = bad.clone();
+                    let found = manifest_findings(&mutant);
+                    assert!(!found.is_empty(), "members[{index}].{key} = {bad} accepted");
+                    refused += 1;
+                }
+                let mut missing = good.clone();
+                let entry = mutant_entry(&mut missing, index);
+                if key != "unhashed_reason" || entry.len() == 4 {
+                    entry.remove(key);
+                    assert!(
+                        !manifest_findings(&missing).is_empty(),
+                        "members[{index}].{key} removed accepted"
+                    );
+                }
+            }
+        }
+        // An unknown key, at either level, is refused too.
+        let mut extra = good.clone();
+        extra["signed_by"] = serde_json::json!("me");
+        assert!(!manifest_findings(&extra).is_empty());
+        mutant_entry(&mut extra, 0).insert("note".into(), serde_json::json!("x"));
+        assert!(!manifest_findings(&extra).is_empty());
+        assert!(refused > 150, "{refused} mutants");
+    }
+
+    fn mutant_entry(
+        value: &mut serde_json::Value,
+        index: usize,
+    ) -> &mut serde_json::Map<String, serde_json::Value> {
+        value["members"][index].as_object_mut().unwrap()
+    }
+
+    /// The findings name the problem: a release other than this lab's, a NUL, a date that is
+    /// not a calendar date.
+    #[test]
+    fn manifest_version_and_date_refusals_say_what_is_expected() {
+        let (_, manifest) = small_files();
+        let good = serde_json::to_value(&manifest).unwrap();
+        let with = |key: &str, value: &str| {
+            let mut m = good.clone();
+            m[key] = serde_json::json!(value);
+            manifest_findings(&m)
+        };
+        assert_eq!(
+            with("version", "6.6.6"),
+            [format!(
+                "iteragpu-lab-v1/MANIFEST.json: version is \"6.6.6\", expected \"{KIT_VERSION}\" \
+                 (the release of this lab; verify a kit with the lab released with it)"
+            )]
+        );
+        assert!(with("version", "1.0.0\u{0}")[0].contains(r#"version is "1.0.0\0""#));
+        for not_a_date in [
+            "2026-02-30",
+            "2026-9-24",
+            "+026-09-24",
+            "2026-09-24\n",
+            "yesterday",
+        ] {
+            let found = with("catalog_snapshot_date", not_a_date);
+            assert_eq!(found.len(), 1, "{not_a_date}: {found:?}");
+            assert!(
+                found[0].contains("not a calendar date YYYY-MM-DD"),
+                "{found:?}"
+            );
+        }
+        assert!(with("catalog_snapshot_date", "1969-12-31")[0].contains("expected \"2026-09-24\""));
+    }
+
+    /// A manifest with the right fields in another spelling (compact, reordered keys, an
+    /// escaped letter, no final newline) is refused as not what dist writes.
+    #[test]
+    fn manifest_in_another_spelling_is_refused() {
+        let (_, manifest) = small_files();
+        let pretty = String::from_utf8(manifest.to_bytes()).unwrap();
+        let compact = serde_json::to_string(&manifest).unwrap() + "\n";
+        let escaped = pretty.replacen(
+            r#""hash_algorithm": "sha256""#,
+            r#""hash_algorithm": "sha\u0032\u0035\u0036""#,
+            1,
+        );
+        let reordered = pretty.replacen(
+            "\"format\": \"iteragpu-lab-manifest/1\",\n  \"archive\": \"iteragpu-lab-v1.zip\",",
+            "\"archive\": \"iteragpu-lab-v1.zip\",\n  \"format\": \"iteragpu-lab-manifest/1\",",
+            1,
+        );
+        let no_newline = pretty.trim_end().to_string();
+        for variant in [compact, escaped, reordered, no_newline] {
+            assert_ne!(variant, pretty);
+            let report = verify_archive_bytes("k.zip", &kit_with_manifest(variant.as_bytes()));
+            let lines: Vec<String> = report.findings.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                lines,
+                ["iteragpu-lab-v1/MANIFEST.json: not in the form cargo xtask dist writes: \
+                  pretty-printed JSON, keys in schema order, plain (unescaped) text, a final newline"],
+                "{variant}"
+            );
+        }
     }
 
     #[test]

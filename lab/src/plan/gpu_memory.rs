@@ -1,16 +1,27 @@
 //! Memory per GPU model, as the runtime reports it: `data/gpu-memory.csv`.
 //!
 //! The catalog names say "141 GB" where the CUDA runtime reports 150,109,880,320 bytes for the
-//! H200. This file gives, for every catalog GPU id, the bytes to plan with and where the value
-//! comes from: `measured` (the `total_memory_bytes` of `lab environment` on that GPU; the
-//! reference names the file) or `datasheet` (the vendor's nominal size, taken as decimal GB,
-//! which is at or below what the runtime reports on the cards we know). It is embedded in
-//! `lab` and can be replaced with `--gpu-memory FILE`, checked by the same validator.
+//! H200; vendors' GB are decimal, so an "80 GB" H100 holds about 79.6 GiB. This file gives, for
+//! every catalog GPU id, the bytes to plan with and where the value comes from, best first:
+//!
+//! - `measured`: the `total_memory_bytes` of `lab environment` on that GPU (the reference names
+//!   the file);
+//! - `runtime`: a public record of what the runtime itself reports (CUDA `deviceQuery`'s total
+//!   global memory, which is PyTorch's `total_memory`, or the ROCm runtime's GPU pool in
+//!   `rocminfo`), in bytes; the reference names the thread;
+//! - `nvidia-smi`: a public record of `nvidia-smi`'s MiB total, times 2^20. It is a little above
+//!   what the CUDA runtime reports (621 MiB above for the A100 40 GB: 40960 MiB against
+//!   `deviceQuery`'s 40339 MiB), a gap inside the planner's 1 GiB runtime reserve;
+//! - `datasheet`: the vendor's nominal size taken as decimal GB, only where no public runtime
+//!   record was found (below what the runtime reports on every card we know).
+//!
+//! It is embedded in `lab` and can be replaced with `--gpu-memory FILE`, checked by the same
+//! validator.
 //!
 //! Format: UTF-8 CSV (optional BOM, LF or CRLF), header exactly
 //! `gpu,memory_bytes,source,reference`; one row per catalog GPU id, no duplicates, none
-//! missing, none unknown; `memory_bytes` ASCII digits from 1 to 2^63 - 1; `source`
-//! `measured` or `datasheet`; `reference` non-empty.
+//! missing, none unknown; `memory_bytes` ASCII digits from 1 to 2^63 - 1; `source` one of
+//! [`SOURCES`]; `reference` non-empty.
 
 use crate::catalog::Catalog;
 use crate::{Error, Result};
@@ -19,6 +30,9 @@ use std::path::Path;
 
 /// The header a GPU memory file must have.
 pub const HEADER: [&str; 4] = ["gpu", "memory_bytes", "source", "reference"];
+
+/// The `source` values a row may give, best first (see the module documentation).
+pub const SOURCES: [&str; 4] = ["measured", "runtime", "nvidia-smi", "datasheet"];
 
 /// Largest GPU memory file read, in bytes (1 MiB).
 pub const MAX_BYTES: u64 = 1 << 20;
@@ -30,9 +44,10 @@ const EMBEDDED: &str = include_str!("../../data/gpu-memory.csv");
 pub struct GpuMemory {
     /// Catalog GPU id.
     pub gpu: String,
-    /// Bytes of device memory the runtime reports (or the datasheet's nominal size).
+    /// Bytes of device memory the runtime reports (or the datasheet's nominal size; see
+    /// [`SOURCES`]).
     pub memory_bytes: u64,
-    /// `measured` or `datasheet`.
+    /// One of [`SOURCES`].
     pub source: String,
     /// Where the value comes from.
     pub reference: String,
@@ -121,9 +136,10 @@ pub fn parse(text: &str, catalog: &Catalog) -> std::result::Result<Vec<GpuMemory
                     crate::text::excerpt(fields[1])
                 ))
             })?;
-        if !matches!(fields[2], "measured" | "datasheet") {
+        if !SOURCES.contains(&fields[2]) {
             return Err(bad(format!(
-                "source must be measured or datasheet, found '{}'",
+                "source must be one of {}, found '{}'",
+                SOURCES.join(", "),
                 crate::text::excerpt(fields[2])
             )));
         }
@@ -180,6 +196,66 @@ mod tests {
         assert!(env.contains("\"total_memory_bytes\": 150109880320"));
     }
 
+    /// Every row follows its source's rule: an `nvidia-smi` row is the MiB total its reference
+    /// quotes times 2^20, a `datasheet` row the decimal GB it quotes, a `runtime` row the bytes
+    /// (or the KB of a ROCm pool) it quotes; each non-measured row cites a public thread or a
+    /// datasheet. The 80 GB H100 is 79.6 GiB, not 80 x 10^9 bytes.
+    #[test]
+    fn every_row_is_what_its_source_reports() {
+        let catalog = Catalog::embedded().unwrap();
+        let rows = load(None, &catalog).unwrap();
+        let number_before = |text: &str, unit: &str| -> u64 {
+            let end = text.find(unit).unwrap();
+            let start = text[..end]
+                .rfind(|c: char| !c.is_ascii_digit())
+                .map_or(0, |i| i + 1);
+            text[start..end].parse().unwrap()
+        };
+        for row in &rows {
+            let r = row.reference.as_str();
+            match row.source.as_str() {
+                "measured" => assert!(r.contains("lab environment"), "{r}"),
+                "nvidia-smi" => {
+                    assert_eq!(row.memory_bytes, number_before(r, "MiB") << 20, "{r}");
+                    assert!(r.contains("github.com/"), "{r}");
+                }
+                "runtime" if r.contains(" KB ") => {
+                    assert_eq!(row.memory_bytes, number_before(r, " KB ") * 1024, "{r}");
+                    assert!(r.contains("github.com/"), "{r}");
+                }
+                "runtime" => {
+                    assert_eq!(row.memory_bytes, number_before(r, " bytes"), "{r}");
+                    assert!(r.contains("github.com/"), "{r}");
+                }
+                "datasheet" => {
+                    assert_eq!(
+                        row.memory_bytes,
+                        number_before(r, " GB") * 1_000_000_000,
+                        "{r}"
+                    );
+                    assert!(r.contains("no public runtime record found"), "{r}");
+                }
+                other => panic!("{}: source {other}", row.gpu),
+            }
+        }
+        let bytes = |gpu: &str| rows.iter().find(|r| r.gpu == gpu).unwrap().memory_bytes;
+        assert_eq!(bytes("h100"), 85_520_809_984);
+        assert_eq!(bytes("l40s"), 46068 << 20);
+        assert_eq!(bytes("rtx4090"), 24564 << 20);
+        assert_eq!(bytes("a100-40gb"), 42_298_834_944);
+        assert_eq!(bytes("mi300x"), 206_141_652_992);
+        let datasheet: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.source == "datasheet")
+            .map(|r| r.gpu.as_str())
+            .collect();
+        assert_eq!(datasheet, ["rtx6000ada", "rtxpro6000", "mi325x"]);
+        for source in ["runtime", "nvidia-smi"] {
+            let text = EMBEDDED.replacen(",datasheet,", &format!(",{source},"), 1);
+            assert!(parse(&text, &catalog).is_ok(), "{source}");
+        }
+    }
+
     #[test]
     fn invalid_files_name_their_line() {
         let catalog = Catalog::embedded().unwrap();
@@ -190,19 +266,26 @@ mod tests {
                 "line 1: the header",
             ),
             (
-                good.replacen("t4,16000000000", "t4,16e9", 1),
+                good.replacen("t4,16106127360", "t4,16e9", 1),
                 "line 2: memory_bytes",
             ),
             (
-                good.replacen("t4,16000000000", "t4,0", 1),
+                good.replacen("t4,16106127360", "t4,0", 1),
                 "line 2: memory_bytes",
             ),
             (
-                good.replacen("t4,16000000000", "t4,99999999999999999999", 1),
+                good.replacen("t4,16106127360", "t4,99999999999999999999", 1),
                 "line 2",
             ),
             (good.replacen("t4,", "t5,", 1), "unknown GPU 't5'"),
-            (good.replacen(",datasheet,", ",guess,", 1), "source must be"),
+            (
+                good.replacen(",datasheet,", ",guess,", 1),
+                "source must be one of measured, runtime, nvidia-smi, datasheet",
+            ),
+            (
+                good.replacen(",nvidia-smi,", ",NVIDIA-SMI,", 1),
+                "source must be",
+            ),
             (good.replacen("l4,", "t4,", 1), "t4 is listed twice"),
             (
                 good.lines()

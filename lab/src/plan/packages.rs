@@ -50,9 +50,9 @@ pub struct Package {
     pub gpu: String,
     /// Catalog model name.
     pub model: String,
-    /// GPU memory the plan uses, bytes, and its source (`measured` or `datasheet`).
+    /// GPU memory the plan uses, bytes, and its source (one of [`super::gpu_memory::SOURCES`]).
     pub memory_bytes: u64,
-    /// `measured` or `datasheet`.
+    /// One of [`super::gpu_memory::SOURCES`].
     pub memory_source: String,
     /// `memory_bytes - RUNTIME_RESERVE_BYTES`.
     pub usable_bytes_per_gpu: u64,

@@ -1,10 +1,7 @@
 //! The steps of appending one run: check the input, read the locked grid, choose the run id,
 //! encode the row and append it.
 
-use super::cells::{
-    check_cell, check_date_utc, check_not_in_future, check_outcome_and_accepted, encode_row,
-    NUMERIC_COLUMNS,
-};
+use super::cells::{check_cell, check_outcome_and_accepted, encode_row, NUMERIC_COLUMNS};
 use super::grid::{check_grid, GridState, LockedGrid};
 use super::{Appended, GridRow, RunInput, OUTCOMES};
 use crate::catalog::Catalog;
@@ -35,6 +32,7 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
     if let Some(name) = &measurement_file {
         check_cell("measurement_file", name, false)?;
     }
+    let notes = notes_with_gpu(catalog, input, measurement.as_ref())?;
     let mut file = LockedGrid::open(grid)?;
     let state = check_grid(grid, &file.bytes)?;
     let run_id = choose_run_id(grid, &state, input.run_id, measurement.as_ref())?;
@@ -53,8 +51,10 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
         observed: input.observed.map(str::to_string),
         accepted_results: input.accepted_results,
         outcome: input.outcome.to_string(),
-        notes: input.notes.map(str::to_string),
+        notes,
     };
+    // Every rule of a grid row, as `lab results` will check it when it reads the grid back.
+    super::rules::check_row(&row, catalog, time::OffsetDateTime::now_utc())?;
     let mut chunk = Vec::new();
     if !file.bytes.is_empty() && !file.bytes.ends_with(b"\n") {
         chunk.extend_from_slice(if state.crlf { b"\r\n" } else { b"\n" });
@@ -107,10 +107,59 @@ fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
         }
     }
     if let Some(date) = input.date_utc {
-        check_date_utc(date)?;
-        check_not_in_future(date, time::OffsetDateTime::now_utc())?;
+        super::rules::check_date_bounds(date, time::OffsetDateTime::now_utc())?;
+    }
+    if input.measured_on_other_gpu && input.measurement.is_none() {
+        return Err(Error::usage(
+            "--measured-on-other-gpu needs --measurement: it records that the measurement's GPU \
+             is not the package's",
+        ));
     }
     Ok(())
+}
+
+/// The row's notes: the user's, after the mismatch note when the measurement was taken on
+/// another GPU than the package's and `--measured-on-other-gpu` says so.
+///
+/// # Errors
+/// [`Error::Usage`] when the measurement's GPU is not the package's and the flag is absent, or
+/// when the flag is given and they agree (the row would record a mismatch that is not there).
+fn notes_with_gpu(
+    catalog: &Catalog,
+    input: &RunInput<'_>,
+    measurement: Option<&LoadedMeasurement>,
+) -> Result<Option<String>> {
+    let user = input.notes.map(str::to_string);
+    let Some(m) = measurement else {
+        return Ok(user);
+    };
+    let device = m.document.environment.device_name.as_str();
+    let model = catalog.find(input.gpu, input.days)?.model.clone();
+    let agree = super::rules::device_is(input.gpu, device);
+    match (agree, input.measured_on_other_gpu) {
+        (true, false) => Ok(user),
+        (false, true) => {
+            let note = super::rules::mismatch_note(device, input.gpu, &model);
+            Ok(Some(match user {
+                Some(text) if !text.is_empty() => format!("{note}; {text}"),
+                _ => note,
+            }))
+        }
+        (false, false) => Err(Error::usage(format!(
+            "{} was measured on {}, not on the package's {} ({model}); record it against the \
+             package of that GPU, or give --measured-on-other-gpu to record the mismatch",
+            m.path.display(),
+            crate::text::one_line(device),
+            input.gpu
+        ))),
+        (true, true) => Err(Error::usage(format!(
+            "--measured-on-other-gpu, but {} was measured on {}, the package's {}: leave the \
+             flag out",
+            m.path.display(),
+            crate::text::one_line(device),
+            input.gpu
+        ))),
+    }
 }
 
 /// The measurement's file name as it will stand in the grid; a name that is not UTF-8 is

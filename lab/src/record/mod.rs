@@ -21,13 +21,15 @@
 //!   removes only the partial row: the existing rows are never rewritten.
 //!
 //! The files: `cells` the guard every cell goes through (dates, formulas, outcomes);
-//! `append` the steps of [`append_run`]; `grid` the locked grid and its checks;
+//! `append` the steps of [`append_run`]; `grid` the locked grid and its checks; [`rules`] the
+//! rules of every row's fields (also what `lab results` checks when it reads a grid);
 //! [`render`] the appended row as text.
 
 mod append;
 mod cells;
 mod grid;
 pub mod render;
+pub mod rules;
 #[cfg(test)]
 mod tests;
 
@@ -89,6 +91,10 @@ pub struct RunInput<'a> {
     pub outcome: &'a str,
     /// Free text.
     pub notes: Option<&'a str>,
+    /// The measurement was taken on another GPU than the package's, on purpose: recorded as
+    /// such at the start of `notes` ([`rules::mismatch_note`]). Without it a mismatch is
+    /// refused.
+    pub measured_on_other_gpu: bool,
 }
 
 /// One row of the results grid, field by field in the kit's column order (the header line of

@@ -36,6 +36,7 @@ use crate::document::graph::GraphSection;
 use crate::document::{
     Configuration, Document, LoadedMeasurement, Phase, PhaseRow, SyntheticModel,
 };
+use rust_decimal::Decimal;
 use serde::Serialize;
 
 /// A short label of the configuration: `rust float32 b1 c16 w64`.
@@ -52,12 +53,15 @@ pub fn label(document: &Document) -> String {
 }
 
 /// One row of a phase table: a measured row of one file with its prediction.
-#[derive(Debug, Clone, Serialize)]
+///
+/// JSON: `file_index`, the measured row's keys in its own order, then the prediction's and
+/// `achieved_flops_per_second` (see the `Serialize` impl below: written out field by field,
+/// as fast as a plain struct, where `#[serde(flatten)]` went through a map).
+#[derive(Debug, Clone)]
 pub struct ReportRow {
     /// 1-based index of the file in the report.
     pub file_index: usize,
     /// The measured row.
-    #[serde(flatten)]
     pub measured: PhaseRow,
     /// Predicted end allocated bytes.
     pub predicted_end_allocated_bytes: u64,
@@ -65,8 +69,77 @@ pub struct ReportRow {
     pub predicted_peak_allocated_bytes: u64,
     /// Measured peak allocated minus predicted peak allocated, bytes (may be negative).
     pub peak_allocated_minus_predicted_bytes: i128,
-    /// FLOP/s from the GPU time (forward phases with a GPU time only).
-    pub achieved_flops_per_second: Option<f64>,
+    /// FLOP/s from the GPU time (forward phases with a GPU time only): the forward's FLOPs
+    /// times its passes over the GPU seconds (their shortest round-trip decimal), exact,
+    /// half-to-even to a whole FLOP/s ([`achieved_flops_per_second`]).
+    pub achieved_flops_per_second: Option<Decimal>,
+}
+
+impl Serialize for ReportRow {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let m = &self.measured;
+        let mut row = serializer.serialize_struct("ReportRow", 17)?;
+        row.serialize_field("file_index", &self.file_index)?;
+        row.serialize_field("phase", &m.phase)?;
+        row.serialize_field("repetition", &m.repetition)?;
+        row.serialize_field("forward_passes", &m.forward_passes)?;
+        row.serialize_field("wall_seconds", &m.wall_seconds)?;
+        row.serialize_field("gpu_seconds", &m.gpu_seconds)?;
+        row.serialize_field(
+            "baseline_allocated_bytes",
+            &m.counters.baseline_allocated_bytes,
+        )?;
+        row.serialize_field(
+            "baseline_reserved_bytes",
+            &m.counters.baseline_reserved_bytes,
+        )?;
+        row.serialize_field("end_allocated_bytes", &m.counters.end_allocated_bytes)?;
+        row.serialize_field("end_reserved_bytes", &m.counters.end_reserved_bytes)?;
+        row.serialize_field("peak_allocated_bytes", &m.counters.peak_allocated_bytes)?;
+        row.serialize_field("peak_reserved_bytes", &m.counters.peak_reserved_bytes)?;
+        row.serialize_field(
+            "predicted_end_allocated_bytes",
+            &self.predicted_end_allocated_bytes,
+        )?;
+        row.serialize_field(
+            "predicted_peak_allocated_bytes",
+            &self.predicted_peak_allocated_bytes,
+        )?;
+        row.serialize_field(
+            "peak_allocated_minus_predicted_bytes",
+            &self.peak_allocated_minus_predicted_bytes,
+        )?;
+        row.serialize_field(
+            "achieved_flops_per_second",
+            &self.achieved_flops_per_second.map(|d| d.to_string()),
+        )?;
+        row.end()
+    }
+}
+
+/// FLOP/s of `passes` forwards of `flops_per_forward` FLOPs in `gpu_seconds`: exact decimal
+/// arithmetic on the seconds as `--json` shows them (their shortest round-trip decimal,
+/// [`crate::stdout::plain_decimal`]), half-to-even to a whole FLOP/s; `None` without
+/// passes, for a time that is not positive, or beyond the decimal's range.
+pub fn achieved_flops_per_second(
+    flops_per_forward: u64,
+    passes: u64,
+    gpu_seconds: Option<f64>,
+) -> Option<Decimal> {
+    let seconds: Decimal = crate::stdout::plain_decimal(gpu_seconds?).parse().ok()?;
+    if passes == 0 || seconds <= Decimal::ZERO {
+        return None;
+    }
+    let flops = Decimal::from(flops_per_forward).checked_mul(Decimal::from(passes))?;
+    Some(
+        flops
+            .checked_div(seconds)?
+            .round_dp_with_strategy(0, rust_decimal::RoundingStrategy::MidpointNearestEven),
+    )
 }
 
 /// One file in a report.
@@ -143,11 +216,8 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                 .enumerate()
                 .flat_map(|(i, m)| {
                     let model = &m.document.synthetic_model;
-                    let per_forward = model.flops_per_forward as f64;
                     m.document.rows_of(phase).map(move |r| {
                         let prediction = predict(model, phase, r.counters.baseline_allocated_bytes);
-                        let flops =
-                            (r.forward_passes > 0).then_some(per_forward * r.forward_passes as f64);
                         ReportRow {
                             file_index: i + 1,
                             measured: r.clone(),
@@ -158,10 +228,11 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
                             ) - i128::from(
                                 prediction.peak_allocated_bytes,
                             ),
-                            achieved_flops_per_second: match (flops, r.gpu_seconds) {
-                                (Some(f), Some(g)) if g > 0.0 => Some(f / g),
-                                _ => None,
-                            },
+                            achieved_flops_per_second: achieved_flops_per_second(
+                                model.flops_per_forward,
+                                r.forward_passes,
+                                r.gpu_seconds,
+                            ),
                         }
                     })
                 })

@@ -14,8 +14,16 @@ fn optional_ms(seconds: Option<f64>) -> String {
     seconds.map_or_else(|| "-".to_string(), seconds_ms)
 }
 
-fn tflops(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".to_string(), |v| format!("{:.3}", v / 1e12))
+fn tflops(value: Option<rust_decimal::Decimal>) -> String {
+    value.map_or_else(
+        || "-".to_string(),
+        |v| {
+            let tera = v / rust_decimal::Decimal::from(1_000_000_000_000u64);
+            let rounded =
+                tera.round_dp_with_strategy(3, rust_decimal::RoundingStrategy::MidpointNearestEven);
+            format!("{rounded:.3}")
+        },
+    )
 }
 
 const COLUMNS: [&str; 13] = [

@@ -61,7 +61,8 @@ fn renders_text_markdown_and_svg() {
     assert_eq!(report.phases[4].rows.len(), 4);
     assert_eq!(report.phases[0].rows[0].achieved_flops_per_second, None);
     let flops = report.phases[2].rows[0].achieved_flops_per_second.unwrap();
-    assert!((flops - 1_048_576.0 / 0.0005).abs() < 1.0, "{flops}");
+    // 1,048,576 FLOP in 0.0005 s, exactly.
+    assert_eq!(flops.to_string(), "2097152000");
     let text = render_text(&report);
     assert!(text.contains("warm_forward"));
     assert!(text.contains("[2] m1.json"));
@@ -273,4 +274,49 @@ fn svg_switches_to_log_scale_for_wide_ranges() {
     let large = parse_document(sample_json(4096, 4).as_bytes()).unwrap();
     let svg = render_svg(&build_report(&loaded(vec![small, large]))).unwrap();
     assert!(svg.contains("log scale"));
+}
+
+/// The row's JSON keys: `file_index`, every key of the measured row in its own order (a key
+/// added to `PhaseRow` must be added to the row's `Serialize` too), then the prediction's; no
+/// float among the values.
+#[test]
+fn report_row_json_keeps_the_measured_rows_keys_in_order() {
+    let a = parse_document(sample_json(64, 2).as_bytes()).unwrap();
+    let report = build_report(&loaded(vec![a]));
+    let row = &report.phases[4].rows[0];
+    let json = serde_json::to_value(row).unwrap();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let measured = serde_json::to_value(&row.measured).unwrap();
+    let mut want = vec!["file_index"];
+    want.extend(measured.as_object().unwrap().keys().map(String::as_str));
+    want.extend([
+        "predicted_end_allocated_bytes",
+        "predicted_peak_allocated_bytes",
+        "peak_allocated_minus_predicted_bytes",
+        "achieved_flops_per_second",
+    ]);
+    assert_eq!(keys, want);
+    assert_eq!(json["achieved_flops_per_second"], "2097152000");
+}
+
+#[test]
+fn achieved_flops_are_exact_decimals() {
+    use super::achieved_flops_per_second as f;
+    assert_eq!(
+        f(1_048_576, 1, Some(0.0005)).unwrap().to_string(),
+        "2097152000"
+    );
+    // 3 FLOP in 0.7 s = 4.2857142857... -> 4; 5 in 2 s = 2.5 -> 2 (half to even).
+    assert_eq!(f(3, 1, Some(0.7)).unwrap().to_string(), "4");
+    assert_eq!(f(5, 1, Some(2.0)).unwrap().to_string(), "2");
+    assert_eq!(f(7, 3, Some(1.0)).unwrap().to_string(), "21");
+    assert_eq!(f(1, 0, Some(1.0)), None);
+    assert_eq!(f(1, 1, Some(0.0)), None);
+    assert_eq!(f(1, 1, None), None);
+    assert_eq!(f(u64::MAX, u64::MAX, Some(1e-300)), None);
 }

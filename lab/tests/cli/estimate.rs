@@ -196,3 +196,37 @@ fn bits_hint_fits_the_flag() {
         "'4.5' for '--bits <B>': must be a whole number from 1 to 4294967295, written with the digits 0-9 only (write all the digits: no decimal point, exponent or separator)",
     );
 }
+
+/// A width that is not a whole number of bytes points to the planner, which counts packed
+/// formats; whole-byte widths do not; the JSON (the kit twin's contract) is unchanged.
+#[test]
+fn packed_widths_point_to_plan_and_whole_bytes_do_not() {
+    let pointer = "use `lab plan --weights-dtype int4`";
+    for bits in ["1", "3", "4", "6", "12", "20"] {
+        let output = lab()
+            .args(["estimate", "--parameters", "1000", "--bits", bits])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        let line = format!("  {bits} bits is a packed width: for packed weights (with their scales) {pointer} (PROTOCOL §9).");
+        assert!(text.lines().any(|l| l == line), "{bits}:\n{text}");
+    }
+    for bits in ["8", "16", "32"] {
+        let output = lab()
+            .args(["estimate", "--parameters", "1000", "--bits", bits])
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8(output.stdout).unwrap().contains(pointer),
+            "{bits}"
+        );
+    }
+    let output = lab()
+        .args(["estimate", "--parameters", "1000", "--bits", "4", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["bytes_per_parameter"], 1);
+    assert_eq!(v["weights_bytes"], 1000);
+    assert_eq!(v.as_object().unwrap().len(), 9);
+}

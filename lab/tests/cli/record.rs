@@ -32,7 +32,7 @@ fn measurement(dir: &Path, name: &str, seed: u64) -> PathBuf {
 "tool":{{"name":"iteragpu-lab","version":"1.0.0","implementation":"python"}},
 "created_utc":"2026-11-30T10:00:00Z",
 "environment":{{"runtime":{{"language":"Python","version":"3.12"}},"torch_version":"2.11.0",
-"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA H200",
+"cuda_build_version":"13.0","hip_build_version":null,"device":"cuda:0","device_name":"NVIDIA B200",
 "compute_capability":"9.0","total_memory_bytes":150109880320,"multiprocessor_count":132,
 "device_count":1,"tf32_matmul_allowed":false}},
 "configuration":{{"device":"cuda:0","batch":1,"context":16,"width":64,"dtype":"float32",
@@ -392,9 +392,9 @@ fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
             "--accepted-results",
             "0",
             "--date-utc",
-            "2024-02-29T23:59:59Z",
+            "2026-11-30T23:59:59Z",
             "--threshold",
-            "-0.5",
+            ">=-0.5",
             "--observed",
             "+1.25",
             "--notes",
@@ -410,14 +410,14 @@ fn consistent_rows_with_signed_numbers_and_zero_accepted_are_recorded() {
     let row: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(row["row"]["outcome"], "failed");
     assert_eq!(row["row"]["accepted_results"], 0);
-    assert_eq!(row["row"]["date_utc"], "2024-02-29T23:59:59Z");
-    assert_eq!(row["row"]["threshold"], "-0.5");
+    assert_eq!(row["row"]["date_utc"], "2026-11-30T23:59:59Z");
+    assert_eq!(row["row"]["threshold"], ">=-0.5");
     assert_eq!(row["row"]["observed"], "+1.25");
     let text = std::fs::read_to_string(&grid).unwrap();
     assert_eq!(
         text.lines().nth(1).unwrap(),
         format!(
-            "run-1,2024-02-29T23:59:59Z,m.json,{},b200,7,2,,-0.5,+1.25,0,failed,loss went to NaN; see run-0",
+            "run-1,2026-11-30T23:59:59Z,m.json,{},b200,7,2,,>=-0.5,+1.25,0,failed,loss went to NaN; see run-0",
             sha256(&m)
         )
     );
@@ -432,9 +432,9 @@ fn scientific_notation_is_a_number_in_threshold_and_observed() {
             "--run-id",
             "sci",
             "--date-utc",
-            "2025-12-31T23:59:59Z",
+            "2026-01-01T00:00:00Z",
             "--threshold",
-            "-2.5E-3",
+            "<-2.5E-3",
             "--observed",
             "-1e5",
             "--json",
@@ -446,12 +446,12 @@ fn scientific_notation_is_a_number_in_threshold_and_observed() {
         String::from_utf8_lossy(&output.stderr)
     );
     let row: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(row["row"]["threshold"], "-2.5E-3");
+    assert_eq!(row["row"]["threshold"], "<-2.5E-3");
     assert_eq!(row["row"]["observed"], "-1e5");
     let text = std::fs::read_to_string(&grid).unwrap();
     assert_eq!(
         text.lines().nth(1).unwrap(),
-        "sci,2025-12-31T23:59:59Z,,,b200,7,2,,-2.5E-3,-1e5,,completed,"
+        "sci,2026-01-01T00:00:00Z,,,b200,7,2,,<-2.5E-3,-1e5,,completed,"
     );
 }
 
@@ -581,4 +581,114 @@ fn every_source_of_a_grid_cell_is_guarded() {
         .unwrap();
     usage_error(&output, "--gpu starts with '='");
     assert_eq!(std::fs::read(&grid).unwrap(), before);
+}
+
+/// The measurement's GPU must be the package's: an H200 document against a B200 package is
+/// refused unless --measured-on-other-gpu records the mismatch in the notes; the flag is
+/// refused where the GPUs agree or there is no measurement.
+#[test]
+fn the_measurements_gpu_is_the_packages_or_the_mismatch_is_recorded() {
+    let (dir, grid) = setup();
+    let b200 = measurement(dir.path(), "b200.json", 11);
+    let h200 = dir.path().join("h200.json");
+    std::fs::write(
+        &h200,
+        std::fs::read_to_string(measurement(dir.path(), "tmp.json", 12))
+            .unwrap()
+            .replace("NVIDIA B200", "NVIDIA H200"),
+    )
+    .unwrap();
+    let before = std::fs::read(&grid).unwrap();
+    usage_error(
+        &record(
+            &grid,
+            &[
+                "--measurement",
+                h200.to_str().unwrap(),
+                "--outcome",
+                "failed",
+            ],
+        ),
+        "was measured on NVIDIA H200, not on the package's b200 (NVIDIA B200 180 GB); record it \
+         against the package of that GPU, or give --measured-on-other-gpu to record the mismatch",
+    );
+    usage_error(
+        &record(
+            &grid,
+            &[
+                "--measurement",
+                b200.to_str().unwrap(),
+                "--measured-on-other-gpu",
+            ],
+        ),
+        "the package's b200: leave the flag out",
+    );
+    usage_error(
+        &record(&grid, &["--measured-on-other-gpu", "--outcome", "failed"]),
+        "--measured-on-other-gpu needs --measurement",
+    );
+    assert_eq!(std::fs::read(&grid).unwrap(), before, "nothing written");
+    let output = record(
+        &grid,
+        &[
+            "--measurement",
+            h200.to_str().unwrap(),
+            "--measured-on-other-gpu",
+            "--outcome",
+            "failed",
+            "--notes",
+            "rehearsal",
+            "--json",
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let row: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        row["row"]["notes"],
+        "measured on NVIDIA H200, not on the package's GPU b200 (NVIDIA B200 180 GB); rehearsal"
+    );
+    assert!(record(
+        &grid,
+        &[
+            "--measurement",
+            b200.to_str().unwrap(),
+            "--outcome",
+            "failed"
+        ]
+    )
+    .status
+    .success());
+}
+
+/// A run observed below its own threshold has no accepted results and is not completed;
+/// dates and run ids out of bounds are refused with the bound.
+#[test]
+fn thresholds_dates_and_run_ids_are_bounded() {
+    let (_dir, grid) = setup();
+    let before = std::fs::read(&grid).unwrap();
+    for (args, needle) in [
+        (
+            vec!["--threshold", ">=0.92", "--observed", "0.10", "--accepted-results", "500"],
+            "--observed 0.10 does not meet --threshold >=0.92: a run below its own threshold has no accepted result",
+        ),
+        (vec!["--threshold", "0.92", "--observed", "0.95"], "not a direction and a number"),
+        (vec!["--date-utc", "0001-01-01T00:00:00Z"], "before 2026-01-01T00:00:00Z"),
+        (vec!["--date-utc", "1969-12-31T23:59:59Z"], "before 2026-01-01T00:00:00Z"),
+    ] {
+        usage_error(&record(&grid, &args), needle);
+    }
+    let long = "r".repeat(100_000);
+    usage_error(
+        &record(&grid, &["--run-id", &long, "--outcome", "failed"]),
+        "--run-id holds 100000 characters, more than the 128 a grid cell may hold",
+    );
+    assert_eq!(std::fs::read(&grid).unwrap(), before, "nothing written");
+    let exact = "r".repeat(128);
+    assert!(record(&grid, &["--run-id", &exact, "--outcome", "failed"])
+        .status
+        .success());
 }

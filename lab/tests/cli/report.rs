@@ -312,9 +312,10 @@ fn a_graph_document_shows_its_graph_floor() {
     let v: Value = serde_json::from_str(&report([OsStr::new("--json"), file.as_os_str()])).unwrap();
     let graph = &v["files"][0]["graph"];
     assert_eq!(graph["replays"], 1000);
+    // The document's float, as its shortest decimal in a string (no float in --json).
     assert_eq!(
         graph["median_gpu_seconds_per_forward"],
-        7.580448150634766e-6
+        "0.000007580448150634766"
     );
     assert_eq!(graph["capture"]["end_reserved_bytes"], 73_400_320);
 }

@@ -105,6 +105,7 @@ fn refusal(name: &str, dir: &Path) -> (Vec<String>, i32) {
             ],
             1,
         ),
+        "results" => (vec!["results".into(), "--results".into(), missing], 1),
         "verify-kit" => (vec!["verify-kit".into(), missing], 1),
         "completions" => (vec!["completions".into(), "no-such-shell".into()], 2),
         other => panic!(

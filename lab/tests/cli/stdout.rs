@@ -80,6 +80,11 @@ pub fn invocation(name: &str, dir: &Path) -> Vec<String> {
             );
             args
         }
+        "results" => {
+            let grid = dir.join("results-grid.csv");
+            std::fs::copy(repo_root().join("dist/resultats-bruts.csv"), &grid).unwrap();
+            vec!["results".into(), "--results".into(), path(&grid)]
+        }
         "verify-kit" => vec!["verify-kit".into(), path(&good_kit(dir))],
         "completions" => vec!["completions".into(), "bash".into()],
         other => panic!(

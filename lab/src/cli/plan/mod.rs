@@ -241,7 +241,7 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         out.push(format!("  note: {note}"));
     }
     out.push(format!(
-        "{} at batch {} x context {}; weights {}, KV cache {}{}",
+        "{} at batch {} x context {}; weights {}{}{}",
         match p.mode {
             Mode::Inference => "inference",
             Mode::Training => "training (AdamW, mixed precision)",
@@ -249,7 +249,11 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         p.batch,
         p.context,
         p.weights_format,
-        p.kv_dtype,
+        // Training keeps no KV cache: name its dtype only where one is counted.
+        match p.mode {
+            Mode::Inference => format!(", KV cache {}", p.kv_dtype),
+            Mode::Training => String::new(),
+        },
         if p.checkpointing {
             ", activation checkpointing"
         } else {
