@@ -314,7 +314,7 @@ pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
 /// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned). Then
 /// `lab measure --model` against that worker without a GPU: exit 2, "no CUDA device", no file.
 pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
-    let built = build(&ctx.root, true)?;
+    let built = build(&ctx.root, true, Profile::Dev)?;
     let venv = venv(&ctx.root);
     let marker = venv.join(".lab-numerics-requirements");
     let requirements = ctx.root.join(NUMERICS_REQUIREMENTS);
@@ -323,7 +323,7 @@ pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
         let mut command = Command::new(venv.join("bin/pip"));
         command.args(["install", "-q", "-r"]).arg(&requirements);
-        checked(command, "pip install the numerics requirements")?;
+        checked(command, "pip install the numerics requirements", "")?;
         std::fs::write(&marker, &wanted)?;
     }
     let mut command = Command::new(venv.join("bin/python"));
@@ -332,7 +332,7 @@ pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
         .arg(built.worker())
         .env("LD_LIBRARY_PATH", built.libtorch.join("lib"))
         .env("CUDA_VISIBLE_DEVICES", "");
-    checked(command, "decoder numerics against transformers")?;
+    checked(command, "decoder numerics against transformers", "")?;
     // The real worker, libtorch loaded, no GPU: `lab measure --model` exits 2, writes nothing.
     let dir = tempfile::Builder::new()
         .prefix("lab-guard-")
