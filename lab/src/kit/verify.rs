@@ -623,7 +623,8 @@ mod tests {
                  (the release of this lab; verify a kit with the lab released with it)"
             )]
         );
-        assert!(with("version", "1.0.0\u{0}")[0].contains(r#"version is "1.0.0\0""#));
+        let nul = with("version", "1.0.0\u{0}");
+        assert!(nul[0].contains(r#"version is "1.0.0\u{0}""#), "{nul:?}");
         for not_a_date in [
             "2026-02-30",
             "2026-9-24",
