@@ -533,6 +533,49 @@ fn dense(attention: Vec<Attention>) -> Vec<Layer> {
         .collect()
 }
 
+/// The attention of Qwen2 and Qwen3 (`Qwen2Config` / `Qwen3Config.__post_init__`,
+/// transformers 5.17): sliding from `max_window_layers` on (or where `layer_types` says),
+/// and only with `use_sliding_window`; without it the class clears the window, so every layer
+/// attends in full even where `layer_types` says sliding_attention.
+fn qwen_attention(f: &Fields, layers: u64) -> Result<Vec<Attention>> {
+    let on = f.boolean("use_sliding_window")?.unwrap_or(false);
+    let pattern = attention_pattern(f, layers, |w, count| {
+        let from = f.required("max_window_layers")?;
+        Ok(slide_where(w, count, |i| i as u64 >= from))
+    })?;
+    Ok(if on {
+        pattern
+    } else {
+        vec![Attention::Full; pattern.len()]
+    })
+}
+
+/// Layers of the Qwen mixtures of experts (`decoder_sparse_step`, `mlp_only_layers`, as
+/// `Qwen2MoeDecoderLayer` / `Qwen3MoeDecoderLayer` choose): experts on layer `i` when it is
+/// not listed in `mlp_only_layers` and `(i + 1)` is a multiple of the step, dense otherwise.
+fn sparse_step_layers(f: &Fields, attention: Vec<Attention>, layers: u64) -> Result<Vec<Layer>> {
+    let step = f.required("decoder_sparse_step")?;
+    let dense_only = f
+        .layer_indices("mlp_only_layers", layers)?
+        .unwrap_or_default();
+    Ok(attention
+        .into_iter()
+        .enumerate()
+        .map(|(i, attention)| {
+            let i = i as u64;
+            let moe = !dense_only.contains(&i) && (i + 1).is_multiple_of(step);
+            Layer {
+                attention,
+                feed_forward: if moe {
+                    FeedForward::Experts
+                } else {
+                    FeedForward::Dense
+                },
+            }
+        })
+        .collect())
+}
+
 /// Refuses experts per token outside 1..=routed.
 fn check_experts(e: &Experts) -> Result<()> {
     if e.per_token == 0 || e.per_token > e.routed {

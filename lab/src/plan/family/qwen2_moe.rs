@@ -14,6 +14,7 @@
 //! `moe_intermediate_size` 1408, `shared_expert_intermediate_size` 5632,
 //! `decoder_sparse_step` 1, `sliding_window` 4096, `max_window_layers` 28.
 
+use super::sparse_step_layers;
 use super::{attention, attention_pattern, check_experts, decoder, gated_mlp, layer_norms};
 use super::{slide_where, stacked_experts, Architecture, Attention, ClassDefaults, Experts};
 use super::{Family, FeedForward, Layer};
@@ -66,26 +67,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         shared_intermediate: f.required("shared_expert_intermediate_size")?,
     };
     check_experts(&experts)?;
-    let step = f.required("decoder_sparse_step")?;
-    let dense_only = f
-        .layer_indices("mlp_only_layers", arch.layers)?
-        .unwrap_or_default();
-    arch.layer_kinds = pattern
-        .into_iter()
-        .enumerate()
-        .map(|(i, attention)| {
-            let i = i as u64;
-            let moe = !dense_only.contains(&i) && (i + 1).is_multiple_of(step);
-            Layer {
-                attention,
-                feed_forward: if moe {
-                    FeedForward::Experts
-                } else {
-                    FeedForward::Dense
-                },
-            }
-        })
-        .collect();
+    arch.layer_kinds = sparse_step_layers(&f, pattern, arch.layers)?;
     arch.experts = Some(experts);
     // The q, k, v biases are the attention biases of this family.
     arch.attention_bias = qkv_bias;

@@ -5,8 +5,9 @@
 //! `layer_types`. Absent `num_key_value_heads` is 32, absent `sliding_window` 4096
 //! (`Qwen3Config`, transformers 5.17).
 
-use super::{attention, attention_pattern, decoder, dense, gated_mlp, layer_norms, qk_norms};
-use super::{slide_where, Architecture, Attention, ClassDefaults, Family, Layer};
+use super::qwen_attention;
+use super::{attention, decoder, dense, gated_mlp, layer_norms, qk_norms};
+use super::{Architecture, ClassDefaults, Family, Layer};
 use crate::plan::config::Fields;
 use crate::plan::layout::Sink;
 use crate::Result;
@@ -28,19 +29,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         kv_nullable: true,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
-    // Without use_sliding_window the class clears the window (__post_init__), so every
-    // layer attends in full even where layer_types says sliding_attention.
-    let on = f.boolean("use_sliding_window")?.unwrap_or(false);
-    let pattern = attention_pattern(&f, arch.layers, |w, count| {
-        let from = f.required("max_window_layers")?;
-        Ok(slide_where(w, count, |i| i as u64 >= from))
-    })?;
-    let pattern = if on {
-        pattern
-    } else {
-        vec![Attention::Full; pattern.len()]
-    };
-    arch.layer_kinds = dense(pattern);
+    arch.layer_kinds = dense(qwen_attention(&f, arch.layers)?);
     arch.qk_norm = true;
     Ok(arch)
 }

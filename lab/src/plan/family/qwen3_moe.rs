@@ -11,6 +11,7 @@
 //! num_attention_heads`, untied embeddings. `sliding_window` counts only with
 //! `use_sliding_window` (`Qwen3MoeConfig.__post_init__` clears it otherwise), on every layer.
 
+use super::sparse_step_layers;
 use super::{attention, attention_pattern, check_experts, decoder, gated_mlp, layer_norms};
 use super::{qk_norms, stacked_experts, Architecture, Attention, ClassDefaults, Experts};
 use super::{Family, FeedForward, Layer};
@@ -73,26 +74,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         shared_intermediate: 0,
     };
     check_experts(&experts)?;
-    let step = f.required("decoder_sparse_step")?;
-    let dense_only = f
-        .layer_indices("mlp_only_layers", arch.layers)?
-        .unwrap_or_default();
-    arch.layer_kinds = pattern
-        .into_iter()
-        .enumerate()
-        .map(|(i, attention)| {
-            let i = i as u64;
-            let moe = !dense_only.contains(&i) && (i + 1).is_multiple_of(step);
-            Layer {
-                attention,
-                feed_forward: if moe {
-                    FeedForward::Experts
-                } else {
-                    FeedForward::Dense
-                },
-            }
-        })
-        .collect();
+    arch.layer_kinds = sparse_step_layers(&f, pattern, arch.layers)?;
     arch.experts = Some(experts);
     arch.qk_norm = true;
     Ok(arch)
