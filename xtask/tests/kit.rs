@@ -601,7 +601,7 @@ fn manifest_fields_outside_their_schema_are_caught() {
     let original: serde_json::Value = serde_json::from_slice(original).unwrap();
     for (field, bad, expect) in [
         ("version", "6.6.6", "version is \"6.6.6\""),
-        ("version", "1.0.0\u{0}", "version is \"1.0.0\\0\""),
+        ("version", "1.0.0\u{0}", "version is \"1.0.0\\u{0}\""),
         ("catalog_snapshot_date", "2026-13-01", "not a calendar date"),
     ] {
         let mut manifest = original.clone();

@@ -104,7 +104,15 @@ fn the_tour_runs_as_written_after_the_set_up() {
             while expected.last() == Some(&"") {
                 expected.pop();
             }
-            assert_eq!(actual, expected, "$ {command}");
+            // A block shortened with a last line `…` shows the start of the output: that
+            // start must be what the command prints first.
+            if expected.last() == Some(&"…") {
+                expected.pop();
+                assert!(actual.len() > expected.len(), "$ {command}: {actual:?}");
+                assert_eq!(actual[..expected.len()], expected[..], "$ {command}");
+            } else {
+                assert_eq!(actual, expected, "$ {command}");
+            }
             ran += 1;
         }
     }
