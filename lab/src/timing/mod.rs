@@ -184,7 +184,12 @@ pub fn estimate(
                 .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
             rows,
             notes,
-            label: "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between".to_string(),
+            label: if matches!(ask.workload, Workload::Training { .. }) {
+                "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 %; expected = the stated model-FLOPs utilisation (assumed) over the GPU's dense rate, plus the AdamW step (docs/PLANNING.md)"
+            } else {
+                "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between"
+            }
+            .to_string(),
         },
     ))
 }

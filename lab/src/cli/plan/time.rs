@@ -90,7 +90,14 @@ fn check_pictures(t: &TimeArgs) -> Result<()> {
         lab::output::check_new(path)?;
     }
     if let (Some(a), Some(b)) = (&t.svg, &t.html) {
-        if a == b {
+        // The same file under two spellings (`x.svg`, `./x.svg`) is the same path once
+        // normalised; neither exists yet (check_new above), so compare the parts.
+        fn same(p: &std::path::Path) -> Vec<std::path::Component<'_>> {
+            p.components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect()
+        }
+        if same(a) == same(b) {
             return Err(Error::usage(format!(
                 "--svg and --html both name {}: give each its own new file",
                 a.display()
@@ -391,10 +398,10 @@ fn table(t: &TimePlan) -> Vec<String> {
             "days",
             "use",
             "batch",
-            "prefill tok/s",
-            "decode tok/s",
-            "TTFT s",
-            "TPOT s",
+            "prefill tok/s exp",
+            "decode tok/s exp",
+            "TTFT s exp",
+            "TPOT s exp",
             "hours exp",
             "hours ceil",
             "covers",
