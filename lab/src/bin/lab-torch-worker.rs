@@ -436,39 +436,34 @@ struct Failure {
 
 type Step<T> = Result<T, String>;
 
+/// What one synchronised step measured: wall seconds (host clock), GPU seconds by CUDA
+/// events (`None` when the events cannot be read), the six allocator counters.
+struct Timed {
+    wall_seconds: f64,
+    gpu_seconds: Option<f64>,
+    counters: AllocatorCounters,
+}
+
 /// One protocol step (`docs/PROTOCOL.md §4`): synchronize; baseline counters; reset peaks; start event;
 /// `work`; end event; synchronize; wall time; end and peak counters. The step's result is
-/// returned alive: the caller decides when to free it.
-fn phase<T>(
-    device: i64,
-    name: Phase,
-    repetition: Option<u64>,
-    forward_passes: u64,
-    work: impl FnOnce() -> Step<T>,
-) -> Result<(PhaseRow, T), Failure> {
-    let fail = |message: String| Failure {
-        phase: name.as_str(),
-        message,
-    };
-    let start = Event::new().map_err(fail)?;
-    let end = Event::new().map_err(fail)?;
+/// returned alive: the caller decides when to free it. Shared by the synthetic measurement and
+/// `lab measure --model` (`worker_decoder::run`), so both time a phase the same way.
+fn timed<T>(device: i64, work: impl FnOnce() -> Step<T>) -> Step<(Timed, T)> {
+    let start = Event::new()?;
+    let end = Event::new()?;
     let began = Instant::now();
-    synchronize().map_err(fail)?;
-    let [base_alloc, base_res, _, _] = memory_stats(device).map_err(fail)?;
-    reset_peak(device).map_err(fail)?;
-    start.record(device).map_err(fail)?;
-    let result = work().map_err(fail)?;
-    end.record(device).map_err(fail)?;
-    synchronize().map_err(fail)?;
+    synchronize()?;
+    let [base_alloc, base_res, _, _] = memory_stats(device)?;
+    reset_peak(device)?;
+    start.record(device)?;
+    let result = work()?;
+    end.record(device)?;
+    synchronize()?;
     let wall_seconds = began.elapsed().as_secs_f64();
-    let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device).map_err(fail)?;
-    let gpu_seconds = start.seconds_to(&end).ok();
-    let row = PhaseRow {
-        phase: name,
-        repetition,
-        forward_passes,
+    let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device)?;
+    let timed = Timed {
         wall_seconds,
-        gpu_seconds,
+        gpu_seconds: start.seconds_to(&end).ok(),
         counters: AllocatorCounters {
             baseline_allocated_bytes: base_alloc,
             baseline_reserved_bytes: base_res,
@@ -477,6 +472,29 @@ fn phase<T>(
             peak_allocated_bytes: peak_alloc,
             peak_reserved_bytes: peak_res,
         },
+    };
+    Ok((timed, result))
+}
+
+/// [`timed`] as a row of the synthetic measurement.
+fn phase<T>(
+    device: i64,
+    name: Phase,
+    repetition: Option<u64>,
+    forward_passes: u64,
+    work: impl FnOnce() -> Step<T>,
+) -> Result<(PhaseRow, T), Failure> {
+    let (t, result) = timed(device, work).map_err(|message| Failure {
+        phase: name.as_str(),
+        message,
+    })?;
+    let row = PhaseRow {
+        phase: name,
+        repetition,
+        forward_passes,
+        wall_seconds: t.wall_seconds,
+        gpu_seconds: t.gpu_seconds,
+        counters: t.counters,
     };
     Ok((row, result))
 }

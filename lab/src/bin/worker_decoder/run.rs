@@ -5,11 +5,10 @@
 //! result stays alive until its row is read, then is freed (the next step starts from it).
 
 use super::{err, Cache, DecodeState, Decoder, WeightsFrom};
-use crate::{memory_stats, reset_peak, synchronize, Event, Graph, SideStream};
+use crate::{synchronize, Graph, SideStream};
 use lab::document::model_run::{ModelPhase, ModelPhaseRow};
 use lab::document::Dtype;
 use lab::worker::{Logits, LogitsProbe, ModelRun};
-use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
 type Step<T> = Result<T, String>;
@@ -42,34 +41,23 @@ fn row<T>(
     tokens: u64,
     work: impl FnOnce() -> Step<T>,
 ) -> Result<(ModelPhaseRow, T), ModelFailure> {
-    let fail = |message: String| ModelFailure {
+    let (t, result) = crate::timed(device, work).map_err(|message| ModelFailure {
         phase: phase.as_str(),
         message,
-    };
-    let start = Event::new().map_err(fail)?;
-    let end = Event::new().map_err(fail)?;
-    let began = Instant::now();
-    synchronize().map_err(fail)?;
-    let [base_alloc, base_res, _, _] = memory_stats(device).map_err(fail)?;
-    reset_peak(device).map_err(fail)?;
-    start.record(device).map_err(fail)?;
-    let result = work().map_err(fail)?;
-    end.record(device).map_err(fail)?;
-    synchronize().map_err(fail)?;
-    let wall_seconds = began.elapsed().as_secs_f64();
-    let [end_alloc, end_res, peak_alloc, peak_res] = memory_stats(device).map_err(fail)?;
+    })?;
+    let c = t.counters;
     let row = ModelPhaseRow {
         phase,
         repetition,
         tokens,
-        wall_seconds,
-        gpu_seconds: start.seconds_to(&end).ok(),
-        baseline_allocated_bytes: base_alloc,
-        baseline_reserved_bytes: base_res,
-        end_allocated_bytes: end_alloc,
-        end_reserved_bytes: end_res,
-        peak_allocated_bytes: peak_alloc,
-        peak_reserved_bytes: peak_res,
+        wall_seconds: t.wall_seconds,
+        gpu_seconds: t.gpu_seconds,
+        baseline_allocated_bytes: c.baseline_allocated_bytes,
+        baseline_reserved_bytes: c.baseline_reserved_bytes,
+        end_allocated_bytes: c.end_allocated_bytes,
+        end_reserved_bytes: c.end_reserved_bytes,
+        peak_allocated_bytes: c.peak_allocated_bytes,
+        peak_reserved_bytes: c.peak_reserved_bytes,
     };
     Ok((row, result))
 }
