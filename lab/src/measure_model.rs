@@ -92,10 +92,11 @@ pub fn prepare(ask: &Ask) -> Result<Prepared> {
         kv_dtype: Some(plan_format(w.dtype).to_owned()),
         mode: Mode::Inference,
         checkpointing: false,
+        fixed: Default::default(),
     };
     let catalog = crate::catalog::Catalog::embedded()?;
     let gpu_memory = plan::gpu_memory::load(None, &catalog)?;
-    let p = plan::plan_model(&model, &request, &catalog, &gpu_memory, 7, None, None)?;
+    let p = plan::plan_model(&model, &request, &catalog, &gpu_memory, 7, None, &[])?;
     let files = sources
         .as_ref()
         .map(|s| {

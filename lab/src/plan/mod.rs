@@ -7,7 +7,8 @@
 //! - [`safetensors`]: bounded header reading (exact counts and stored dtypes);
 //! - [`memory`]: the breakdown (weights, KV cache, workspace, training state);
 //! - [`gpu_memory`]: memory per catalog GPU (`data/gpu-memory.csv`);
-//! - [`packages`]: GPUs needed per catalog model, lots and price.
+//! - [`packages`]: GPUs needed per catalog model, lots and price;
+//! - [`hub`]: `--model ORG/NAME` found in the local Hugging Face cache.
 //!
 //! Every figure is an integer count of bytes or cents; GiB and GB are shown from them,
 //! rounded once half-to-even.
@@ -16,6 +17,7 @@ pub mod allocator;
 pub mod config;
 pub mod family;
 pub mod gpu_memory;
+pub mod hub;
 pub mod json;
 pub mod layout;
 pub mod memory;
@@ -73,6 +75,8 @@ pub struct Request {
     pub mode: Mode,
     /// Training with one activation checkpoint per layer.
     pub checkpointing: bool,
+    /// `--tensor-parallel N` and `--gpus N`, when given.
+    pub fixed: packages::Fixed,
 }
 
 /// The safetensors facts, when headers were read.
@@ -158,6 +162,10 @@ pub struct Plan {
     pub kv_dtype: String,
     /// Activation checkpointing (training).
     pub checkpointing: bool,
+    /// `--tensor-parallel N`: the only degree tried, when given.
+    pub fixed_tensor_parallel: Option<u64>,
+    /// `--gpus N`: the GPUs every package buys, when given.
+    pub fixed_gpus: Option<u64>,
     /// The breakdown.
     pub memory: Memory,
     /// Package duration, days.
@@ -213,7 +221,7 @@ pub fn plan(
     gpu_memory: &[gpu_memory::GpuMemory],
     days: u32,
     accepted_results: Option<u64>,
-    only_gpu: Option<&str>,
+    only_gpus: &[String],
 ) -> Result<Plan> {
     if request.batch == 0 || request.context == 0 {
         return Err(Error::usage("--batch and --context must be at least 1"));
@@ -226,7 +234,7 @@ pub fn plan(
         gpu_memory,
         days,
         accepted_results,
-        only_gpu,
+        only_gpus,
     )
 }
 
@@ -243,12 +251,13 @@ pub fn plan_model(
     gpu_memory: &[gpu_memory::GpuMemory],
     days: u32,
     accepted_results: Option<u64>,
-    only_gpu: Option<&str>,
+    only_gpus: &[String],
 ) -> Result<Plan> {
     if request.batch == 0 || request.context == 0 {
         return Err(Error::usage("--batch and --context must be at least 1"));
     }
     let arch = &model.architecture;
+    packages::check_fixed(arch, &request.fixed)?;
     let summary = &model.headers;
     let too_big = || {
         Error::usage(
@@ -451,7 +460,8 @@ pub fn plan_model(
         &need,
         days,
         accepted_results,
-        only_gpu,
+        only_gpus,
+        &request.fixed,
     )?;
     let architecture = ArchitectureSummary {
         hidden_size: arch.hidden,
@@ -492,6 +502,8 @@ pub fn plan_model(
         weights_format,
         kv_dtype,
         checkpointing: request.checkpointing,
+        fixed_tensor_parallel: request.fixed.tensor_parallel,
+        fixed_gpus: request.fixed.gpus,
         memory: mem,
         days,
         accepted_results,

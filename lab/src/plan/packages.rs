@@ -9,7 +9,9 @@
 //!   KV cache `/ min(t, key/value heads)` (latent attention caches are replicated), and the
 //!   activation workspace kept whole on every GPU (conservative);
 //! - the smallest t whose per-GPU need fits the usable memory is the GPU count; lots =
-//!   `ceil(t / gpus_per_lot)`, priced by [`crate::pricing::quote`], as `lab price` does.
+//!   `ceil(t / gpus_per_lot)`, priced by [`crate::pricing::quote`], as `lab price` does;
+//! - [`Fixed`] (`--tensor-parallel N`, `--gpus N`): only that degree is tried, or only
+//!   packages of exactly N GPUs (whole lots) with the degrees dividing N.
 
 use super::family::Architecture;
 use super::gpu_memory::GpuMemory;
@@ -27,6 +29,78 @@ pub const RUNTIME_RESERVE_BYTES: u64 = 1 << 30;
 
 /// Largest tensor-parallel degree tried.
 pub const MAX_DEGREE: u64 = 64;
+
+/// What the user fixed instead of the smallest setup that fits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fixed {
+    /// `--tensor-parallel N`: the only degree tried (one of [`degrees`], checked by
+    /// [`check_fixed`]).
+    pub tensor_parallel: Option<u64>,
+    /// `--gpus N`: each package buys exactly N GPUs (whole lots), the degree dividing N.
+    pub gpus: Option<u64>,
+}
+
+/// Refuses a fixed degree the engines cannot shard `arch` by, naming why: t must divide the
+/// attention heads, and the key/value heads must divide t or t divide them (vLLM's
+/// `tensor_parallel_size` rule, `vllm/config` `verify_with_parallel_config`: heads divisible
+/// by the degree; key/value heads replicated when fewer than the degree); and a degree that
+/// does not divide `--gpus`.
+///
+/// # Errors
+/// [`crate::Error::Usage`] naming the heads (or `--gpus`) and listing the degrees allowed.
+pub fn check_fixed(arch: &Architecture, fixed: &Fixed) -> Result<()> {
+    let allowed = degrees(arch);
+    let list = || {
+        allowed
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(t) = fixed.tensor_parallel {
+        if !allowed.contains(&t) {
+            let why = if t > MAX_DEGREE {
+                format!("more than the {MAX_DEGREE} GPUs lab plan splits over")
+            } else if t > arch.heads || !arch.heads.is_multiple_of(t) {
+                format!("does not divide the {} attention heads", arch.heads)
+            } else {
+                format!(
+                    "does not split the {} key/value heads (they must divide it or it them)",
+                    arch.kv_heads
+                )
+            };
+            return Err(crate::Error::usage(format!(
+                "--tensor-parallel {t} {why}; this model allows {}",
+                list()
+            )));
+        }
+        if let Some(n) = fixed.gpus {
+            if !n.is_multiple_of(t) {
+                return Err(crate::Error::usage(format!(
+                    "--tensor-parallel {t} does not divide --gpus {n}: a package's GPUs run whole tensor-parallel groups"
+                )));
+            }
+        }
+    }
+    if let Some(n) = fixed.gpus {
+        if !allowed.iter().any(|t| n.is_multiple_of(*t) && *t <= n) {
+            return Err(crate::Error::usage(format!(
+                "--gpus {n}: no tensor-parallel degree of this model divides it ({})",
+                list()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The degrees tried under `fixed`, increasing.
+pub fn fixed_degrees(arch: &Architecture, fixed: &Fixed) -> Vec<u64> {
+    degrees(arch)
+        .into_iter()
+        .filter(|t| fixed.tensor_parallel.is_none_or(|f| f == *t))
+        .filter(|t| fixed.gpus.is_none_or(|n| n.is_multiple_of(*t)))
+        .collect()
+}
 
 /// The parts of a plan's memory, for the split over GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +152,9 @@ pub struct Package {
     /// Cost per accepted result, USD (6 decimals), when accepted results are given.
     #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
     pub unit_cost_usd: Option<Decimal>,
+    /// Why it does not fit, in words, when it does not (`more than 64 GPUs`, `at tensor
+    /// parallel 2`, `lots of 2 GPUs cannot make 3`).
+    pub not_fitting: Option<String>,
 }
 
 /// Tensor-parallel degrees for `arch`, increasing.
@@ -103,12 +180,13 @@ pub fn per_gpu(need: &Need, arch: &Architecture, t: u64) -> u128 {
     need.sharded.div_ceil(t128) + kv + need.whole
 }
 
-/// Every catalog GPU model (or only `only`), fitting ones cheapest first, then the others in
-/// catalog order.
+/// Every catalog GPU model (or only those of `only`, when not empty), fitting ones cheapest
+/// first, then the others in catalog order; the degrees as `fixed` allows.
 ///
 /// # Errors
 /// [`crate::Error::Usage`] for an unknown `only` id, a duration not sold, or a total that
 /// overflows.
+#[allow(clippy::too_many_arguments)]
 pub fn packages(
     catalog: &Catalog,
     memory: &[GpuMemory],
@@ -116,24 +194,33 @@ pub fn packages(
     need: &Need,
     days: u32,
     accepted_results: Option<u64>,
-    only: Option<&str>,
+    only: &[String],
+    fixed: &Fixed,
 ) -> Result<Vec<Package>> {
-    if let Some(gpu) = only {
+    for gpu in only {
         catalog.find(gpu, days)?;
     }
-    let degrees = degrees(arch);
+    let degrees = fixed_degrees(arch, fixed);
     let mut out: Vec<(Package, Option<Quote>)> = Vec::new();
     for entry in catalog.entries().iter().filter(|e| e.days == days) {
-        if only.is_some_and(|g| g != entry.gpu) {
+        if !only.is_empty() && !only.contains(&entry.gpu) {
             continue;
         }
+        // `--gpus N` buys whole lots: a lot size that does not divide N cannot make it.
+        let whole_lots = fixed
+            .gpus
+            .is_none_or(|n| n.is_multiple_of(u64::from(entry.gpus_per_lot.max(1))));
         let Some(mem) = memory.iter().find(|m| m.gpu == entry.gpu) else {
             continue;
         };
         let usable = mem.memory_bytes.saturating_sub(RUNTIME_RESERVE_BYTES);
         let mut chosen = None;
         let mut last_need = 0u128;
-        for &t in &degrees {
+        if !whole_lots {
+            // Shown at the smallest degree: what one GPU would need.
+            last_need = degrees.first().map_or(0, |t| per_gpu(need, arch, *t));
+        }
+        for &t in degrees.iter().filter(|_| whole_lots) {
             let n = per_gpu(need, arch, t);
             last_need = n;
             if n <= u128::from(usable) {
@@ -147,11 +234,26 @@ pub fn packages(
                 catalog,
                 &entry.gpu,
                 days,
-                lots_needed(t, entry.gpus_per_lot),
+                lots_needed(fixed.gpus.unwrap_or(t), entry.gpus_per_lot),
                 accepted_results,
             )?),
             None => None,
         };
+        let not_fitting = chosen.is_none().then(|| {
+            if !whole_lots {
+                format!(
+                    "lots of {} GPUs cannot make {}",
+                    entry.gpus_per_lot,
+                    fixed.gpus.unwrap_or(0)
+                )
+            } else if let Some(t) = fixed.tensor_parallel {
+                format!("at tensor parallel {t}")
+            } else if let Some(n) = fixed.gpus {
+                format!("on {n} GPUs")
+            } else {
+                format!(">{} GPUs", degrees.last().copied().unwrap_or(1))
+            }
+        });
         out.push((
             Package {
                 rank: None,
@@ -169,6 +271,7 @@ pub fn packages(
                 total_usd: quote.as_ref().map(|q| q.total_usd),
                 usd_per_gpu_day: pricing::usd_per_gpu_day(entry),
                 unit_cost_usd: quote.as_ref().and_then(|q| q.unit_cost_usd),
+                not_fitting,
             },
             quote,
         ));

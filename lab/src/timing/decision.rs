@@ -111,6 +111,9 @@ pub struct Inputs<'a> {
     pub days: Vec<u32>,
     /// GPUs asked (empty: all).
     pub gpus: Vec<String>,
+    /// `--tensor-parallel N` and `--gpus N`: the only degree tried, and the GPUs every
+    /// finish buys at once (whole lots; more time is bought as consecutive packages).
+    pub fixed: packages::Fixed,
 }
 
 /// Speeds and times of one setup on one basis.
@@ -294,6 +297,18 @@ pub fn decide(
             rows.push(row);
             continue;
         };
+        let lot = u64::from(entry.gpus_per_lot.max(1));
+        // `--gpus N` buys whole lots.
+        let fixed_lots = match inputs.fixed.gpus {
+            Some(n) if !n.is_multiple_of(lot) => {
+                row.notes
+                    .push(format!("lots of {lot} GPUs cannot make --gpus {n}"));
+                rows.push(row);
+                continue;
+            }
+            Some(n) => Some(n / lot),
+            None => None,
+        };
         let mut setups = setups(
             inputs,
             gpu,
@@ -312,9 +327,9 @@ pub fn decide(
         let base_hours = chosen.expected.hours;
         row.package_covers = Some(base_hours * Decimal::from(HOUR) <= seconds);
         for s in &mut setups {
-            s.finish = finish(inputs, s, gpu, format, seconds, lot_cents);
+            s.finish = finish(inputs, s, gpu, format, seconds, lot_cents, fixed_lots);
         }
-        chosen.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents);
+        chosen.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents, fixed_lots);
         row.finish = chosen.finish.clone();
         let (units, tokens) = match inputs.workload {
             Workload::Inference {
@@ -487,7 +502,19 @@ fn setups(
     lot: u64,
     notes: &mut Vec<String>,
 ) -> Vec<Setup> {
-    let degrees = packages::degrees(inputs.arch);
+    let degrees = packages::fixed_degrees(inputs.arch, &inputs.fixed);
+    if let Some(t) = inputs.fixed.tensor_parallel.filter(|t| *t > lot) {
+        notes.push(format!(
+            "tensor parallel {t} needs {t} GPUs in one machine; its lots hold {lot}"
+        ));
+        return Vec::new();
+    }
+    let lots_allowed = |p: u64| {
+        inputs
+            .fixed
+            .gpus
+            .is_none_or(|n| (n / lot).is_multiple_of(p))
+    };
     let work = match inputs.workload {
         Workload::Inference { requests, .. } => requests,
         Workload::Training {
@@ -495,7 +522,7 @@ fn setups(
         } => tokens.div_ceil(sequence),
     };
     let mut out = Vec::new();
-    for &t in degrees.iter().filter(|t| **t <= lot) {
+    for &t in degrees.iter().filter(|t| **t <= lot && lots_allowed(1)) {
         let replicas = lot / t;
         let cap = work.div_ceil(replicas).min(1 << 20);
         if let Some(b) = largest_batch(inputs, t, 1, usable, cap) {
@@ -517,6 +544,9 @@ fn setups(
             return out;
         }
         for p in 2..=(packages::MAX_DEGREE / inside.max(1)).max(2) {
+            if !lots_allowed(p) {
+                continue;
+            }
             let cap = work.min(1 << 20);
             if let Some(b) = largest_batch(inputs, inside, p, usable, cap) {
                 notes.push(format!(
@@ -808,7 +838,9 @@ fn speed(
     }
 }
 
-/// The cheapest way to finish within `seconds`: more lots at once, or consecutive packages.
+/// The cheapest way to finish within `seconds`: more lots at once, or consecutive packages;
+/// with `fixed_lots` (`--gpus N`), exactly those lots, for as many packages as it takes.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     inputs: &Inputs,
     s: &Setup,
@@ -816,8 +848,9 @@ fn finish(
     format: Format,
     seconds: Decimal,
     lot_cents: i64,
+    fixed_lots: Option<u64>,
 ) -> Option<Finish> {
-    let base = s.lots_per_replica;
+    let base = fixed_lots.unwrap_or(s.lots_per_replica);
     let hours_with = |lots: u64| {
         speed(
             inputs,
@@ -837,7 +870,7 @@ fn finish(
     let mut more = None;
     let mut lots = base;
     let mut last = hours_with(lots)?;
-    while lots <= MAX_LOTS {
+    while fixed_lots.is_none() && lots <= MAX_LOTS {
         if last <= limit {
             more = Some((lots, last));
             break;

@@ -120,11 +120,12 @@ pub fn estimate(
     request.context = context;
     let days = ask.days.first().copied().unwrap_or(7);
     request.batch = ask.batch.unwrap_or(1);
-    let shown = plan::plan(&request, catalog, memory, days, None, None)?;
+    // The memory table shows the GPUs the time table shows: one filter for both.
+    let shown = plan::plan(&request, catalog, memory, days, None, &ask.gpus)?;
     request.batch = 1;
-    let one = plan::plan(&request, catalog, memory, days, None, None)?;
+    let one = plan::plan(&request, catalog, memory, days, None, &[])?;
     request.batch = 2;
-    let two = plan::plan(&request, catalog, memory, days, None, None)?;
+    let two = plan::plan(&request, catalog, memory, days, None, &[])?;
     let arch = architecture_of(&request.model)?;
     let shape = operators::from_architecture(&arch);
     let trained = match ask.workload {
@@ -167,6 +168,7 @@ pub fn estimate(
         profile: ask.profile,
         days: ask.days.clone(),
         gpus: ask.gpus.clone(),
+        fixed: request.fixed,
     };
     let rows = decision::decide(&inputs, catalog, perf, memory)?;
     let one_need = needs.one.sharded + needs.one.kv + needs.one.whole;

@@ -38,6 +38,7 @@ fn run(
             kv_dtype: Some(kv.to_string()),
             mode: Mode::Inference,
             checkpointing: false,
+            fixed: Default::default(),
         },
         workload: w,
         batch,

@@ -13,6 +13,8 @@ mod measure_model;
 mod messages;
 mod plan;
 mod plan_headers;
+mod plan_hub;
+mod plan_parallel;
 mod plan_picture;
 mod plan_time;
 mod price;

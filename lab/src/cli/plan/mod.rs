@@ -42,13 +42,28 @@ fn kv_format(text: &str) -> std::result::Result<String, values::Refusal> {
         .ok_or_else(|| format!("must be one of {}", KV_FORMATS.join(", ")))
 }
 
+/// `--tensor-parallel`: a degree from 1 to [`plan::packages::MAX_DEGREE`].
+fn degree(text: &str) -> std::result::Result<u64, values::Refusal> {
+    values::whole(text, 1, plan::packages::MAX_DEGREE)
+}
+
+/// `--gpus`: GPUs per package, from 1 to 1024 (the most lots one answer buys).
+fn gpu_count(text: &str) -> std::result::Result<u64, values::Refusal> {
+    values::whole(text, 1, 1024)
+}
+
 /// Flags of `lab plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model folder (config.json and safetensors headers are read, never the tensor data) or a
-    /// config.json alone.
-    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    /// Model folder (config.json and safetensors headers are read, never the tensor data), a
+    /// config.json alone, or ORG/NAME of a model in the local Hugging Face cache (never
+    /// downloaded).
+    #[arg(long, value_name = "PATH|ORG/NAME", allow_hyphen_values = true)]
     pub(super) model: PathBuf,
+    /// With --model ORG/NAME: the cached snapshot of this branch or commit hash (default
+    /// main).
+    #[arg(long, value_name = "REV", allow_hyphen_values = true)]
+    pub(super) revision: Option<String>,
     /// Sequences processed together (default 1; with a workload: the largest that fits).
     #[arg(long, value_name = "B", value_parser = plan_size, allow_hyphen_values = true)]
     pub(super) batch: Option<u64>,
@@ -98,6 +113,13 @@ pub struct Args {
     /// Only this catalog GPU id (with a workload, repeatable).
     #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     pub(super) gpu: Vec<String>,
+    /// Tensor-parallel degree to use instead of the smallest that fits (it must divide the
+    /// attention heads, and the key/value heads divide it or it them).
+    #[arg(long, value_name = "N", value_parser = degree, allow_hyphen_values = true)]
+    pub(super) tensor_parallel: Option<u64>,
+    /// GPUs every package buys (whole lots), instead of the fewest that fit.
+    #[arg(long, value_name = "N", value_parser = gpu_count, allow_hyphen_values = true)]
+    pub(super) gpus: Option<u64>,
     #[command(flatten)]
     pub(super) time: time::TimeArgs,
     /// Print one JSON object instead of the text.
@@ -111,10 +133,52 @@ pub struct Args {
 /// Usage (exit 2) for bad flags, a model folder without config.json, an unknown architecture,
 /// malformed safetensors headers or index, an invalid catalog or GPU memory file; Runtime
 /// (exit 1) for unreadable files.
-pub fn run(args: Args) -> Result<()> {
-    if args.time.given() {
-        return time::run(args);
+pub fn run(mut args: Args) -> Result<()> {
+    let hub = locate(&mut args)?;
+    let root = hub.as_ref().map(|h| h.root.clone());
+    let shown = hub.map(|h| h.shown);
+    let result = if args.time.given() {
+        time::run(args, shown)
+    } else {
+        run_plan(args, shown)
+    };
+    // Nothing personal in a message: paths inside the cache are shown from its root.
+    match root {
+        Some(root) => result.map_err(|e| plan::hub::hide_in_error(&root, e)),
+        None => result,
     }
+}
+
+/// `--model ORG/NAME` that is not a path here: the cached snapshot, put in `args.model`.
+///
+/// # Errors
+/// As [`plan::hub::root`] and [`plan::hub::resolve`]; [`Error::Usage`] for `--revision`
+/// with a model folder or file.
+fn locate(args: &mut Args) -> Result<Option<plan::hub::Resolved>> {
+    let here = std::fs::symlink_metadata(&args.model).is_ok();
+    let repo = args
+        .model
+        .to_str()
+        .filter(|t| !here && plan::hub::is_repo_id(t))
+        .map(str::to_string);
+    match repo {
+        Some(repo) => {
+            let (root, where_) = plan::hub::root(&|name| std::env::var_os(name))?;
+            let found = plan::hub::resolve(&root, &where_, &repo, args.revision.as_deref())?;
+            args.model = found.path.clone();
+            Ok(Some(found))
+        }
+        None if args.revision.is_some() => Err(Error::usage(format!(
+            "--revision picks a snapshot of --model ORG/NAME in the Hugging Face cache; {} is {}: leave --revision out",
+            lab::text::one_line(&args.model.display().to_string()),
+            if here { "a folder or file here" } else { "not an ORG/NAME" }
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// `lab plan` without a workload; `shown` names a cached model (relative to the cache).
+fn run_plan(args: Args, shown: Option<String>) -> Result<()> {
     if args.time.pictures() {
         return Err(Error::usage(
             "--svg and --html draw a workload's time and cost: add --requests N --input-tokens I --output-tokens O (or --mode training --train-tokens D)",
@@ -149,6 +213,7 @@ pub fn run(args: Args) -> Result<()> {
     let catalog = args.catalog.load()?;
     let memory = plan::gpu_memory::load(args.gpu_memory.as_deref(), &catalog)?;
     let request_model = args.model.clone();
+    let fixed = fixed(&args);
     let request = Request {
         model: args.model,
         batch,
@@ -157,22 +222,26 @@ pub fn run(args: Args) -> Result<()> {
         kv_dtype: args.kv_dtype,
         mode,
         checkpointing: args.checkpointing,
+        fixed,
     };
-    let p = plan::plan(
-        &request,
-        &catalog,
-        &memory,
-        days,
-        accepted,
-        args.gpu.first().map(String::as_str),
-    )?;
-    let mut p = p;
+    let mut p = plan::plan(&request, &catalog, &memory, days, accepted, &args.gpu)?;
+    if let Some(shown) = shown {
+        p.model = shown;
+    }
     p.notes
         .extend(lab::timing::context_notes(&request_model, context));
     if args.json {
         return lab::stdout::json(&p);
     }
     lab::stdout::lines(&render(&p, catalog.describe()))
+}
+
+/// `--tensor-parallel` and `--gpus` as the plan takes them.
+pub(super) fn fixed(args: &Args) -> plan::packages::Fixed {
+    plan::packages::Fixed {
+        tensor_parallel: args.tensor_parallel,
+        gpus: args.gpus,
+    }
 }
 
 /// `--bits`: a decimal from 1 to 64 with at most 4 decimals, e.g. `4.5`; returned normalized
@@ -303,8 +372,12 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         both(m.runtime_reserve_bytes_per_gpu)
     ));
     out.push(format!(
-        "packages for {} days, fitting ones cheapest first:",
-        p.days
+        "packages for {} days{}{}, fitting ones cheapest first:",
+        p.days,
+        p.fixed_gpus
+            .map_or_else(String::new, |n| format!(" of exactly {n} GPUs")),
+        p.fixed_tensor_parallel
+            .map_or_else(String::new, |t| format!(" at tensor parallel {t}")),
     ));
     let header = [
         "#",
@@ -343,10 +416,7 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
             } else if k.fits {
                 "yes".into()
             } else {
-                format!(
-                    "no (>{} GPUs)",
-                    a.tensor_parallel_degrees.last().copied().unwrap_or(1)
-                )
+                format!("no ({})", k.not_fitting.as_deref().unwrap_or("-"))
             },
         ]);
     }

@@ -1,6 +1,6 @@
 //! `lab plan` with a workload: time and cost per GPU and package (`lab::timing`).
 
-use super::{parse_bits, render, Args};
+use super::{fixed, parse_bits, render, Args};
 use lab::plan::{self, Mode, Request, WeightsFormat};
 use lab::timing::decision::Row;
 use lab::timing::roofline::Profile;
@@ -258,7 +258,7 @@ struct Both<'a> {
 ///
 /// # Errors
 /// Usage (exit 2) for bad or conflicting flags, a workload no GPU can run, and as `lab plan`.
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args, shown: Option<String>) -> Result<()> {
     let workload = workload(&args)?;
     if args.accepted.accepted_results.is_some() {
         return Err(Error::usage(
@@ -300,6 +300,7 @@ pub fn run(args: Args) -> Result<()> {
             kv_dtype: args.kv_dtype.clone(),
             mode: Mode::Inference,
             checkpointing: args.checkpointing,
+            fixed: fixed(&args),
         },
         workload,
         batch: args.batch,
@@ -308,7 +309,10 @@ pub fn run(args: Args) -> Result<()> {
         profile,
         network_gb_s,
     };
-    let (p, t) = timing::estimate(&ask, &catalog, &memory, &perf)?;
+    let (mut p, t) = timing::estimate(&ask, &catalog, &memory, &perf)?;
+    if let Some(shown) = shown {
+        p.model = shown;
+    }
     if args.time.pictures() {
         let line = answer(&t).concat();
         write_pictures(&args.time, &p.model, &t, &line)?;

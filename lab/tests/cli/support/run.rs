@@ -85,6 +85,12 @@ impl Lab {
         self
     }
 
+    /// An environment variable removed for the run.
+    pub fn env_remove(mut self, name: &str) -> Lab {
+        self.env.push((name.to_owned(), None));
+        self
+    }
+
     /// The folder the run starts in.
     pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Lab {
         self.dir = Some(dir.into());

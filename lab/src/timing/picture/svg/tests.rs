@@ -24,6 +24,7 @@ pub(crate) fn plan(model: &str, workload: Workload, gpus: &[&str], days: &[u32])
             kv_dtype: None,
             mode: Mode::Inference,
             checkpointing: false,
+            fixed: Default::default(),
         },
         workload,
         batch: None,
