@@ -258,7 +258,8 @@ mod tests {
             ("XDG_CACHE_HOME", "/x"),
             ("HOME", "/home/u"),
         ];
-        let cases: [(&[(&str, &str)], &str, &str); 7] = [
+        type Vars<'a> = &'a [(&'a str, &'a str)];
+        let cases: [(Vars, &str, &str); 7] = [
             (&all, "/c", "$HF_HUB_CACHE"),
             (&all[1..], "/old", "$HUGGINGFACE_HUB_CACHE"),
             (&all[2..], "/h/hub", "$HF_HOME/hub"),

@@ -22,6 +22,7 @@
 //! [`training_activations`].
 
 use super::family::{Architecture, Attention, Layer};
+use super::packages::Workspace;
 use super::sat::Sat;
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -132,34 +133,48 @@ pub fn activation_workspace(
     batch: u64,
     context: u64,
 ) -> u128 {
+    let (whole, parts) = workspace_parts(arch, element_bytes, batch, context);
+    whole.saturating_add(parts.at(1, 1))
+}
+
+/// [`activation_workspace`] in the parts tensor parallel treats apart: the bytes kept whole
+/// on every GPU (residual stream, norm upcast, mask, logits) and the split parts
+/// ([`Workspace`]); at degree 1 `whole + parts.at(1, 1)` is the workspace.
+pub fn workspace_parts(
+    arch: &Architecture,
+    element_bytes: u64,
+    batch: u64,
+    context: u64,
+) -> (u128, Workspace) {
     let e = Sat::from(element_bytes);
     let h = Sat::from(arch.hidden);
     let a = Sat::from(arch.heads);
     let k = Sat::from(arch.kv_heads);
     let d = Sat::from(arch.head_dim);
     let tokens = Sat::from(batch) * context;
-    let attention = match &arch.latent {
+    let (attention, kv) = match &arch.latent {
         Some(l) => {
             let qk = Sat::from(l.qk_nope_head_dim) + l.qk_rope_head_dim;
             let v = Sat::from(l.v_head_dim);
-            (3 * a * qk + 2 * a * v) * e
+            ((3 * a * qk + 2 * a * v) * e, Sat(0))
         }
-        None => (3 * a * d + 4 * k * d) * e,
+        None => (3 * a * d * e, 4 * k * d * e),
     };
     let i = Sat::from(arch.intermediate);
-    let ffn = match &arch.experts {
+    let (ffn_whole, ffn) = match &arch.experts {
         // Phi-3's fused gate-up output stays alive beside the activation and the product.
-        None if arch.fused_gate_up => 4 * i * e,
-        None => 3 * i * e,
+        None if arch.fused_gate_up => (Sat(0), 4 * i * e),
+        None => (Sat(0), 3 * i * e),
         Some(x) => {
             // Grouped experts: every (token, expert) pair gets its own copy of the hidden
             // state, unsorted and sorted, and its gate-up output, activation and product.
-            Sat::from(x.per_token) * (2 * h + 4 * Sat::from(x.intermediate)) * e
-                + 3 * Sat::from(x.shared_intermediate) * e
-                + 8 * Sat::from(x.routed)
+            let k = Sat::from(x.per_token);
+            (
+                k * 2 * h * e + 8 * Sat::from(x.routed),
+                k * 4 * Sat::from(x.intermediate) * e + 3 * Sat::from(x.shared_intermediate) * e,
+            )
         }
     };
-    let per_token = 2 * h * e + 4 * h + attention.max(ffn);
     // Sliding-window layers attend through one boolean context x context mask (shared by the
     // batch) once the context passes the window.
     let t = Sat::from(context);
@@ -172,7 +187,16 @@ pub fn activation_workspace(
     } else {
         Sat(0)
     };
-    (per_token * tokens + mask + 4 * Sat::from(arch.vocab) * batch).get()
+    let whole = (2 * h * e + 4 * h) * tokens + mask + 4 * Sat::from(arch.vocab) * batch;
+    (
+        whole.get(),
+        Workspace {
+            attention: (attention * tokens).get(),
+            kv: (kv * tokens).get(),
+            ffn_whole: (ffn_whole * tokens).get(),
+            ffn: (ffn * tokens).get(),
+        },
+    )
 }
 
 /// Activations kept for the backward pass of one training step, bytes (16-bit activations).

@@ -8,7 +8,8 @@
 //! - [`memory`]: the breakdown (weights, KV cache, workspace, training state);
 //! - [`gpu_memory`]: memory per catalog GPU (`data/gpu-memory.csv`);
 //! - [`packages`]: GPUs needed per catalog model, lots and price;
-//! - [`hub`]: `--model ORG/NAME` found in the local Hugging Face cache.
+//! - [`hub`]: `--model ORG/NAME` found in the local Hugging Face cache;
+//! - [`unknown`]: a `model_type` the families do not know, from its headers (a lower bound).
 //!
 //! Every figure is an integer count of bytes or cents; GiB and GB are shown from them,
 //! rounded once half-to-even.
@@ -26,6 +27,7 @@ pub mod packages;
 pub mod quantization;
 pub mod safetensors;
 pub mod sat;
+pub mod unknown;
 
 use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};
@@ -140,16 +142,24 @@ pub struct Plan {
     pub model_type: String,
     /// Parameters: the headers' element count when read, else the config arithmetic.
     pub parameters: u64,
-    /// Parameters by the config arithmetic.
-    pub parameters_from_config: u64,
-    /// Parameters by role (config arithmetic).
-    pub parameter_breakdown: ParameterCounts,
+    /// Parameters by the config arithmetic (null for a `model_type` lab does not know).
+    pub parameters_from_config: Option<u64>,
+    /// Parameters by role (config arithmetic; null for a `model_type` lab does not know).
+    pub parameter_breakdown: Option<ParameterCounts>,
     /// Safetensors facts, when a header was read.
     pub headers: Option<Headers>,
     /// Differences worth knowing (header vs config, formats).
     pub notes: Vec<String>,
-    /// Architecture facts used.
-    pub architecture: ArchitectureSummary,
+    /// Architecture facts used (null for a `model_type` lab does not know).
+    pub architecture: Option<ArchitectureSummary>,
+    /// Whether the memory is a lower bound (a `model_type` lab does not know, planned from its
+    /// headers): packages then say `at_least`, never `fits`.
+    pub lower_bound: bool,
+    /// What a lower-bound plan leaves out, in words (empty otherwise).
+    pub not_modelled: Vec<String>,
+    /// The prefill workspace's parts tensor parallel splits (`memory.activation_bytes` less
+    /// these at degree 1 is kept whole on every GPU); zero in training.
+    pub workspace_split: packages::Workspace,
     /// Mode.
     pub mode: Mode,
     /// Batch.
@@ -205,8 +215,26 @@ pub struct ArchitectureSummary {
     pub experts: Option<(u64, u64)>,
     /// `kv_lora_rank + qk_rope_head_dim` for latent attention.
     pub latent_kv_width: Option<u64>,
+    /// Latent attention's widths (DeepSeek-V2/V3), when the layers use it: then the heads'
+    /// widths are these, not `head_dim`, and the cache is the latent, not K heads.
+    pub latent: Option<LatentSummary>,
     /// Tensor-parallel degrees tried.
     pub tensor_parallel_degrees: Vec<u64>,
+}
+
+/// Multi-head latent attention's widths as the config states them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LatentSummary {
+    /// `kv_lora_rank`: the cached latent's width.
+    pub kv_lora_rank: u64,
+    /// `q_lora_rank`: the query compression's width (null: a plain query projection).
+    pub q_lora_rank: Option<u64>,
+    /// `qk_rope_head_dim`: each query/key head's rotary part, cached once per token.
+    pub qk_rope_head_dim: u64,
+    /// `qk_nope_head_dim`: each query/key head's non-rotary part.
+    pub qk_nope_head_dim: u64,
+    /// `v_head_dim`: each value head's width.
+    pub v_head_dim: u64,
 }
 
 /// Builds the plan for `request` against `catalog` and `gpu_memory`.
@@ -226,16 +254,26 @@ pub fn plan(
     if request.batch == 0 || request.context == 0 {
         return Err(Error::usage("--batch and --context must be at least 1"));
     }
-    let model = model::read(&request.model)?;
-    plan_model(
-        &model,
-        request,
-        catalog,
-        gpu_memory,
-        days,
-        accepted_results,
-        only_gpus,
-    )
+    match model::read_any(&request.model)? {
+        model::Reading::Known(model) => plan_model(
+            &model,
+            request,
+            catalog,
+            gpu_memory,
+            days,
+            accepted_results,
+            only_gpus,
+        ),
+        model::Reading::Unknown(u) => unknown::plan(
+            &u,
+            request,
+            catalog,
+            gpu_memory,
+            days,
+            accepted_results,
+            only_gpus,
+        ),
+    }
 }
 
 /// [`plan`] for a model already read ([`model::read`]); `request.model` is only named, not
@@ -389,11 +427,15 @@ pub fn plan_model(
     let t = request.context;
     let narrow = |v: u128| u64::try_from(v).map_err(|_| too_big());
     let per_token: u128 = memory::kv_bytes_per_token(arch, kv_element);
+    let (ws_whole, ws_split) = match request.mode {
+        Mode::Inference => memory::workspace_parts(arch, act_bytes, b, t),
+        Mode::Training => (0, packages::Workspace::default()),
+    };
     let (kv, prefill_kv, activation) = match request.mode {
         Mode::Inference => (
             memory::kv_cache_bytes(arch, kv_element, b, t, true),
             memory::kv_cache_bytes(arch, kv_element, b, t, false),
-            memory::activation_workspace(arch, act_bytes, b, t),
+            ws_whole.saturating_add(ws_split.at(1, 1)),
         ),
         Mode::Training => (
             0,
@@ -447,23 +489,24 @@ pub fn plan_model(
         kv: kv.max(prefill_kv),
         kv_split: arch.latent.is_none(),
         whole: match request.mode {
-            Mode::Inference => activation,
+            Mode::Inference => ws_whole,
             Mode::Training => activation
                 .saturating_add(head_gradient)
                 .saturating_sub(gradients),
         },
+        workspace: ws_split,
     };
     let pk = packages::packages(
         catalog,
         gpu_memory,
-        arch,
+        arch.into(),
         &need,
         days,
         accepted_results,
         only_gpus,
         &request.fixed,
     )?;
-    let architecture = ArchitectureSummary {
+    let architecture = Some(ArchitectureSummary {
         hidden_size: arch.hidden,
         layers: arch.layers,
         attention_heads: arch.heads,
@@ -476,8 +519,15 @@ pub fn plan_model(
         sliding_window: arch.sliding_window(),
         experts: arch.experts.map(|e| (e.routed, e.per_token)),
         latent_kv_width: arch.latent.map(|l| l.kv_lora_rank + l.qk_rope_head_dim),
+        latent: arch.latent.map(|l| LatentSummary {
+            kv_lora_rank: l.kv_lora_rank,
+            q_lora_rank: l.q_lora_rank,
+            qk_rope_head_dim: l.qk_rope_head_dim,
+            qk_nope_head_dim: l.qk_nope_head_dim,
+            v_head_dim: l.v_head_dim,
+        }),
         tensor_parallel_degrees: packages::degrees(arch),
-    };
+    });
     if arch.vision.is_some() {
         notes.push("the vision tower and projector are counted in the weights; image tokens are not in the context".to_string());
     }
@@ -485,8 +535,8 @@ pub fn plan_model(
         model: request.model.display().to_string(),
         model_type: arch.model_type().to_string(),
         parameters,
-        parameters_from_config: from_config,
-        parameter_breakdown: counts,
+        parameters_from_config: Some(from_config),
+        parameter_breakdown: Some(counts),
         headers: summary.as_ref().map(|s| Headers {
             files: s.files.clone(),
             tensors: s.tensors,
@@ -496,6 +546,9 @@ pub fn plan_model(
         }),
         notes,
         architecture,
+        lower_bound: false,
+        not_modelled: Vec::new(),
+        workspace_split: ws_split,
         mode: request.mode,
         batch: b,
         context: t,

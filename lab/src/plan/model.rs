@@ -36,6 +36,30 @@ pub struct Model {
 /// [`Error::Runtime`] for a path that is missing or cannot be read (a dangling symbolic link
 /// included), as for every file `lab` reads (`docs/PROTOCOL.md §8`).
 pub fn read(path: &Path) -> Result<Model> {
+    match read_any(path)? {
+        Reading::Known(model) => Ok(*model),
+        // Refused as any unknown model_type: this reader's callers need the layout.
+        Reading::Unknown(u) => Err(Error::usage(u.refusal)),
+    }
+}
+
+/// A folder read by [`read_any`]: a family the tables know, or a `model_type` they do not
+/// know whose folder holds safetensors headers ([`super::unknown`] plans it from them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    /// A known family.
+    Known(Box<Model>),
+    /// An unknown `model_type` with headers.
+    Unknown(super::unknown::Unknown),
+}
+
+/// [`read`], except that an unknown `model_type` whose folder holds safetensors headers is
+/// returned as [`Reading::Unknown`] instead of refused (without headers it is refused as by
+/// [`read`]).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_any(path: &Path) -> Result<Reading> {
     let shown = crate::text::one_line(&path.display().to_string());
     let meta = std::fs::metadata(path).map_err(|e| {
         Error::runtime(format!(
@@ -66,7 +90,28 @@ pub fn read(path: &Path) -> Result<Model> {
         }
         Err(duplicate) => return Err(Error::usage(duplicate.message(&config_shown))),
     };
-    let architecture = family::read(&value).map_err(|e| config_error(&config_shown, &e))?;
+    let unknown_type = match value.get("model_type") {
+        Some(serde_json::Value::String(t)) => family::Family::from_model_type(t).is_none(),
+        _ => false,
+    };
+    let architecture = match family::read(&value) {
+        Ok(a) => a,
+        Err(e) => {
+            let refusal = config_error(&config_shown, &e);
+            let headers = match (&folder, unknown_type) {
+                (Some(folder), true) => safetensors::read_folder(folder)?,
+                _ => None,
+            };
+            return match headers {
+                Some(h) => Ok(Reading::Unknown(super::unknown::Unknown::new(
+                    &value,
+                    h,
+                    refusal.to_string(),
+                ))),
+                None => Err(refusal),
+            };
+        }
+    };
     let headers = match &folder {
         Some(folder) => safetensors::read_folder(folder)?,
         None => None,
@@ -78,7 +123,7 @@ pub fn read(path: &Path) -> Result<Model> {
             quantization::check_complete(&q, &counts, s)?;
         }
     }
-    Ok(Model {
+    Ok(Reading::Known(Box::new(Model {
         path: path.to_path_buf(),
         config_path,
         folder,
@@ -86,7 +131,7 @@ pub fn read(path: &Path) -> Result<Model> {
         config: value,
         architecture,
         headers,
-    })
+    })))
 }
 
 /// A [`family::read`] error with the config file's path named once: its messages start with

@@ -6,8 +6,9 @@
 //!   either t divides the key/value heads or they divide t (key/value heads are then
 //!   replicated), t at most [`MAX_DEGREE`];
 //! - per GPU: `ceil(weights / t)` (and likewise gradients, master weights, optimizer states),
-//!   KV cache `/ min(t, key/value heads)` (latent attention caches are replicated), and the
-//!   activation workspace kept whole on every GPU (conservative);
+//!   KV cache `/ min(t, key/value heads)` (latent attention caches are replicated), the
+//!   prefill workspace's head and intermediate parts split as engines split them
+//!   ([`Workspace`]), the rest of it and training activations whole;
 //! - the smallest t whose per-GPU need fits the usable memory is the GPU count; lots =
 //!   `ceil(t / gpus_per_lot)`, priced by [`crate::pricing::quote`], as `lab price` does;
 //! - [`Fixed`] (`--tensor-parallel N`, `--gpus N`): only that degree is tried, or only
@@ -30,6 +31,28 @@ pub const RUNTIME_RESERVE_BYTES: u64 = 1 << 30;
 /// Largest tensor-parallel degree tried.
 pub const MAX_DEGREE: u64 = 64;
 
+/// The head counts that decide how a model shards: from its [`Architecture`], or from the
+/// standard config fields of a model whose layout is not known ([`super::unknown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heads {
+    /// Attention heads; 0 when not known (every degree is then tried: a lower bound).
+    pub attention: u64,
+    /// Key/value heads; 0 when not known (the cache then splits by the degree).
+    pub key_value: u64,
+    /// Latent attention: one cache replicated on every GPU, heads alone constrain t.
+    pub latent: bool,
+}
+
+impl From<&Architecture> for Heads {
+    fn from(arch: &Architecture) -> Heads {
+        Heads {
+            attention: arch.heads,
+            key_value: arch.kv_heads,
+            latent: arch.latent.is_some(),
+        }
+    }
+}
+
 /// What the user fixed instead of the smallest setup that fits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Fixed {
@@ -48,8 +71,9 @@ pub struct Fixed {
 ///
 /// # Errors
 /// [`crate::Error::Usage`] naming the heads (or `--gpus`) and listing the degrees allowed.
-pub fn check_fixed(arch: &Architecture, fixed: &Fixed) -> Result<()> {
-    let allowed = degrees(arch);
+pub fn check_fixed(heads: impl Into<Heads>, fixed: &Fixed) -> Result<()> {
+    let heads = heads.into();
+    let allowed = degrees(heads);
     let list = || {
         allowed
             .iter()
@@ -61,12 +85,12 @@ pub fn check_fixed(arch: &Architecture, fixed: &Fixed) -> Result<()> {
         if !allowed.contains(&t) {
             let why = if t > MAX_DEGREE {
                 format!("more than the {MAX_DEGREE} GPUs lab plan splits over")
-            } else if t > arch.heads || !arch.heads.is_multiple_of(t) {
-                format!("does not divide the {} attention heads", arch.heads)
+            } else if t > heads.attention || !heads.attention.is_multiple_of(t) {
+                format!("does not divide the {} attention heads", heads.attention)
             } else {
                 format!(
                     "does not split the {} key/value heads (they must divide it or it them)",
-                    arch.kv_heads
+                    heads.key_value
                 )
             };
             return Err(crate::Error::usage(format!(
@@ -94,12 +118,39 @@ pub fn check_fixed(arch: &Architecture, fixed: &Fixed) -> Result<()> {
 }
 
 /// The degrees tried under `fixed`, increasing.
-pub fn fixed_degrees(arch: &Architecture, fixed: &Fixed) -> Vec<u64> {
-    degrees(arch)
+pub fn fixed_degrees(heads: impl Into<Heads>, fixed: &Fixed) -> Vec<u64> {
+    degrees(heads)
         .into_iter()
         .filter(|t| fixed.tensor_parallel.is_none_or(|f| f == *t))
         .filter(|t| fixed.gpus.is_none_or(|n| n.is_multiple_of(*t)))
         .collect()
+}
+
+/// The prefill workspace's parts that tensor parallel splits, bytes (the rest is in
+/// [`Need::whole`]). Engines shard attention by heads and the feed-forward by its
+/// intermediate width (Megatron-LM's column- and row-parallel layers, Shoeybi et al. 2019,
+/// §3; vLLM's `QKVParallelLinear` and `MergedColumnParallelLinear`), so per GPU at degree t:
+/// `max(attention / t + kv / min(t, K), ffn_whole + ffn / t)`; the hidden states, the mask
+/// and the logits stay whole.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Workspace {
+    /// Query-head tensors (queries, attention output; latent attention: all of it).
+    pub attention: u128,
+    /// Key/value-head tensors (keys and values), split by `min(t, K)`.
+    pub kv: u128,
+    /// Feed-forward tensors kept whole (a mixture's per-pair hidden-state copies, router).
+    pub ffn_whole: u128,
+    /// Feed-forward tensors split by t (the intermediate activations).
+    pub ffn: u128,
+}
+
+impl Workspace {
+    /// Bytes on one GPU at degree `t`, key/value heads split over `kv_split` GPUs.
+    pub fn at(&self, t: u64, kv_split: u64) -> u128 {
+        let t = u128::from(t.max(1));
+        let attention = self.attention.div_ceil(t) + self.kv.div_ceil(u128::from(kv_split.max(1)));
+        attention.max(self.ffn_whole + self.ffn.div_ceil(t))
+    }
 }
 
 /// The parts of a plan's memory, for the split over GPUs.
@@ -111,14 +162,17 @@ pub struct Need {
     pub kv: u128,
     /// Whether the KV cache splits by key/value heads (false for latent attention).
     pub kv_split: bool,
-    /// Kept whole on every GPU: activation workspace or training activations.
+    /// Kept whole on every GPU: the workspace's unsplit part, or training activations.
     pub whole: u128,
+    /// The prefill workspace's split parts (zero in training).
+    pub workspace: Workspace,
 }
 
 /// One catalog GPU model's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Package {
-    /// 1-based rank among fitting packages, cheapest first (null when it does not fit).
+    /// 1-based rank among fitting packages, cheapest first (null when it does not fit); in a
+    /// lower-bound plan, among those not ruled out (`at_least`).
     pub rank: Option<usize>,
     /// Catalog GPU id.
     pub gpu: String,
@@ -152,32 +206,47 @@ pub struct Package {
     /// Cost per accepted result, USD (6 decimals), when accepted results are given.
     #[serde(serialize_with = "rust_decimal::serde::str_option::serialize")]
     pub unit_cost_usd: Option<Decimal>,
+    /// A lower-bound plan ([`super::unknown`]) whose bound fits: at least `gpus` GPUs are
+    /// needed, and `fits` stays false (nothing says that many suffice).
+    pub at_least: bool,
     /// Why it does not fit, in words, when it does not (`more than 64 GPUs`, `at tensor
     /// parallel 2`, `lots of 2 GPUs cannot make 3`).
     pub not_fitting: Option<String>,
 }
 
-/// Tensor-parallel degrees for `arch`, increasing.
-pub fn degrees(arch: &Architecture) -> Vec<u64> {
-    (1..=MAX_DEGREE.min(arch.heads))
+/// Tensor-parallel degrees for these heads, increasing (every degree up to [`MAX_DEGREE`]
+/// when the heads are not known).
+pub fn degrees(heads: impl Into<Heads>) -> Vec<u64> {
+    let h = heads.into();
+    if h.attention == 0 {
+        return (1..=MAX_DEGREE).collect();
+    }
+    (1..=MAX_DEGREE.min(h.attention))
         .filter(|t| {
-            arch.heads.is_multiple_of(*t)
-                && (arch.latent.is_some()
-                    || arch.kv_heads.is_multiple_of(*t)
-                    || t.is_multiple_of(arch.kv_heads))
+            h.attention.is_multiple_of(*t)
+                && (h.latent
+                    || h.key_value == 0
+                    || h.key_value.is_multiple_of(*t)
+                    || t.is_multiple_of(h.key_value))
         })
         .collect()
 }
 
 /// Bytes needed on each GPU at degree `t`.
-pub fn per_gpu(need: &Need, arch: &Architecture, t: u64) -> u128 {
+pub fn per_gpu(need: &Need, heads: impl Into<Heads>, t: u64) -> u128 {
+    let h = heads.into();
     let t128 = u128::from(t);
+    let kv_split = if h.key_value == 0 {
+        t
+    } else {
+        t.min(h.key_value)
+    };
     let kv = if need.kv_split {
-        need.kv.div_ceil(u128::from(t.min(arch.kv_heads)))
+        need.kv.div_ceil(u128::from(kv_split))
     } else {
         need.kv
     };
-    need.sharded.div_ceil(t128) + kv + need.whole
+    need.sharded.div_ceil(t128) + kv + need.whole + need.workspace.at(t, kv_split)
 }
 
 /// Every catalog GPU model (or only those of `only`, when not empty), fitting ones cheapest
@@ -190,7 +259,7 @@ pub fn per_gpu(need: &Need, arch: &Architecture, t: u64) -> u128 {
 pub fn packages(
     catalog: &Catalog,
     memory: &[GpuMemory],
-    arch: &Architecture,
+    heads: Heads,
     need: &Need,
     days: u32,
     accepted_results: Option<u64>,
@@ -200,7 +269,7 @@ pub fn packages(
     for gpu in only {
         catalog.find(gpu, days)?;
     }
-    let degrees = fixed_degrees(arch, fixed);
+    let degrees = fixed_degrees(heads, fixed);
     let mut out: Vec<(Package, Option<Quote>)> = Vec::new();
     for entry in catalog.entries().iter().filter(|e| e.days == days) {
         if !only.is_empty() && !only.contains(&entry.gpu) {
@@ -218,10 +287,10 @@ pub fn packages(
         let mut last_need = 0u128;
         if !whole_lots {
             // Shown at the smallest degree: what one GPU would need.
-            last_need = degrees.first().map_or(0, |t| per_gpu(need, arch, *t));
+            last_need = degrees.first().map_or(0, |t| per_gpu(need, heads, *t));
         }
         for &t in degrees.iter().filter(|_| whole_lots) {
-            let n = per_gpu(need, arch, t);
+            let n = per_gpu(need, heads, t);
             last_need = n;
             if n <= u128::from(usable) {
                 chosen = Some(t);
@@ -271,6 +340,7 @@ pub fn packages(
                 total_usd: quote.as_ref().map(|q| q.total_usd),
                 usd_per_gpu_day: pricing::usd_per_gpu_day(entry),
                 unit_cost_usd: quote.as_ref().and_then(|q| q.unit_cost_usd),
+                at_least: false,
                 not_fitting,
             },
             quote,
@@ -295,7 +365,7 @@ pub fn packages(
     Ok(out
         .into_iter()
         .map(|(mut p, _)| {
-            if p.fits {
+            if p.fits || p.at_least {
                 rank += 1;
                 p.rank = Some(rank);
             }

@@ -80,6 +80,12 @@ impl Needs {
             kv: f(self.one.kv, self.two.kv),
             kv_split: self.one.kv_split,
             whole: f(self.one.whole, self.two.whole),
+            workspace: packages::Workspace {
+                attention: f(self.one.workspace.attention, self.two.workspace.attention),
+                kv: f(self.one.workspace.kv, self.two.workspace.kv),
+                ffn_whole: f(self.one.workspace.ffn_whole, self.two.workspace.ffn_whole),
+                ffn: f(self.one.workspace.ffn, self.two.workspace.ffn),
+            },
         }
     }
 }
@@ -434,7 +440,11 @@ fn per_gpu(need: &Need, arch: &super::Architecture, t: u64, p: u64) -> u128 {
     } else {
         need.kv.div_ceil(u128::from(p))
     };
-    need.sharded.div_ceil(u128::from(t * p)) + kv + need.whole
+    // The workspace is one layer's: each lot of a pipeline runs whole layers, split by t.
+    need.sharded.div_ceil(u128::from(t * p))
+        + kv
+        + need.whole
+        + need.workspace.at(t, t.min(arch.kv_heads))
 }
 
 /// The largest batch up to `cap` fitting `usable` at degree t over p lots.
@@ -465,6 +475,7 @@ fn ceiling_batch(inputs: &Inputs, t: u64, p: u64, usable: u128, cap: u64) -> Opt
         kv: (slope * u128::from(b) * (2 * i + o)).div_ceil(2 * (i + o)),
         kv_split: inputs.needs.one.kv_split,
         whole: 0,
+        workspace: packages::Workspace::default(),
     };
     largest(inputs, usable, cap, &|b| {
         per_gpu(&need(b), inputs.arch, t, p)

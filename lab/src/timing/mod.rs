@@ -95,6 +95,12 @@ pub fn estimate(
     perf: &[GpuPerf],
 ) -> Result<(Plan, TimePlan)> {
     ask.workload.check()?;
+    if let plan::model::Reading::Unknown(u) = plan::model::read_any(&ask.request.model)? {
+        return Err(Error::usage(format!(
+            "model_type \"{}\" is not one lab plan knows: its memory is a lower bound from its safetensors headers (lab plan without a workload shows it), and a workload's time needs its layers' layout, which only a known family gives",
+            crate::text::excerpt(&u.model_type)
+        )));
+    }
     let mut request = ask.request.clone();
     let (mode, context) = match ask.workload {
         Workload::Inference {
@@ -207,7 +213,8 @@ pub fn need_of(p: &Plan, w: &Workload, trained: u128, kv_split: bool) -> Need {
             sharded: weights,
             kv: u128::from(m.kv_cache_bytes.max(m.prefill_kv_cache_bytes)),
             kv_split,
-            whole: u128::from(m.activation_bytes),
+            whole: u128::from(m.activation_bytes).saturating_sub(p.workspace_split.at(1, 1)),
+            workspace: p.workspace_split,
         },
         Workload::Training {
             method: Method::Full,
@@ -222,6 +229,7 @@ pub fn need_of(p: &Plan, w: &Workload, trained: u128, kv_split: bool) -> Need {
                 kv: 0,
                 kv_split,
                 whole: rest.saturating_sub(gradients),
+                workspace: Default::default(),
             }
         }
         Workload::Training { .. } => Need {
@@ -229,6 +237,7 @@ pub fn need_of(p: &Plan, w: &Workload, trained: u128, kv_split: bool) -> Need {
             kv: 0,
             kv_split,
             whole: u128::from(m.activation_bytes),
+            workspace: Default::default(),
         },
     }
 }
@@ -244,7 +253,7 @@ fn widths(p: &Plan) -> Result<(Widths, Format)> {
     let quantized = f.contains("bits per matrix weight") || f.starts_with("as stored");
     let params = Decimal::from(p.parameters);
     let total = Decimal::from(p.memory.weights_bytes);
-    let linear = Decimal::from(p.parameter_breakdown.linear);
+    let linear = Decimal::from(p.parameter_breakdown.map_or(0, |c| c.linear));
     let (matrix, head) = if quantized && linear > Decimal::ZERO && !f.starts_with("as stored") {
         (
             (total - Decimal::TWO * (params - linear)) / linear,

@@ -17,6 +17,7 @@ mod plan_hub;
 mod plan_parallel;
 mod plan_picture;
 mod plan_time;
+mod plan_unknown;
 mod price;
 mod process;
 mod readme_tour;

@@ -273,30 +273,37 @@ fn both(bytes: u64) -> String {
     format!("{bytes} B = {} GiB = {gb} GB", gib(bytes, 2))
 }
 
-pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
-    let a = &p.architecture;
-    let m = &p.memory;
-    let mut out = vec![format!(
-        "{} ({}): {} parameters{}",
-        lab::text::one_line(&p.model),
-        p.model_type,
-        p.parameters,
-        if p.headers.is_some() {
-            " (safetensors headers)"
-        } else {
-            " (config arithmetic)"
-        }
-    )];
-    out.push(format!(
-        "  hidden {}, {} layers, {} heads, {} KV heads, head {}, intermediate {}, vocabulary {}{}{}{}",
+/// The architecture line: what the family really has (latent attention's widths, not
+/// hidden / heads).
+fn architecture_line(a: &plan::ArchitectureSummary) -> String {
+    let attention = match &a.latent {
+        Some(l) => format!(
+            "{} heads, latent attention (cached per token: latent {} + rope {}; query {}; query/key head {} + rope {}, value head {})",
+            a.attention_heads,
+            l.kv_lora_rank,
+            l.qk_rope_head_dim,
+            l.q_lora_rank
+                .map_or_else(|| "not compressed".to_string(), |q| format!("compressed to {q}")),
+            l.qk_nope_head_dim,
+            l.qk_rope_head_dim,
+            l.v_head_dim
+        ),
+        None => format!(
+            "{} heads, {} KV heads, head {}",
+            a.attention_heads, a.key_value_heads, a.head_dim
+        ),
+    };
+    format!(
+        "  hidden {}, {} layers, {attention}, intermediate {}, vocabulary {}{}{}{}",
         a.hidden_size,
         a.layers,
-        a.attention_heads,
-        a.key_value_heads,
-        a.head_dim,
         a.intermediate_size,
         a.vocab_size,
-        if a.tied_embeddings { ", tied embeddings" } else { "" },
+        if a.tied_embeddings {
+            ", tied embeddings"
+        } else {
+            ""
+        },
         match a.sliding_window {
             Some(w) => format!(", window {w} on {} layers", a.sliding_window_layers),
             None => String::new(),
@@ -305,7 +312,32 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
             Some((e, k)) => format!(", {e} experts ({k} per token)"),
             None => String::new(),
         }
-    ));
+    )
+}
+
+pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
+    let m = &p.memory;
+    let mut out = vec![format!(
+        "{} ({}): {} parameters{}",
+        lab::text::one_line(&p.model),
+        lab::text::one_line(&p.model_type),
+        p.parameters,
+        match (&p.headers, p.lower_bound) {
+            (Some(_), true) => " (safetensors header elements)",
+            (Some(_), false) => " (safetensors headers)",
+            (None, _) => " (config arithmetic)",
+        }
+    )];
+    match (&p.architecture, &p.headers) {
+        (Some(a), _) => out.push(architecture_line(a)),
+        (None, Some(h)) => out.push(format!(
+            "  layout not known to lab plan: {} tensors in {} safetensors file{}",
+            h.tensors,
+            h.files.len(),
+            if h.files.len() == 1 { "" } else { "s" }
+        )),
+        (None, None) => {}
+    }
     for note in &p.notes {
         out.push(format!("  note: {note}"));
     }
@@ -329,39 +361,61 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
             ""
         }
     ));
-    let mut rows = vec![
-        ("weights", m.weights_bytes),
-        ("weights as allocated on a GPU", m.weights_allocated_bytes),
-    ];
+    // A lower-bound plan (an unknown model_type) shows what it does not model as such.
+    let bound = p.lower_bound;
+    let kv_known = !bound || m.kv_cache_bytes_per_token > 0;
+    let modelled = |bytes: u64| (!bound).then_some(bytes);
+    let mut rows = vec![("weights", Some(m.weights_bytes))];
+    if !bound {
+        rows.push((
+            "weights as allocated on a GPU",
+            Some(m.weights_allocated_bytes),
+        ));
+    }
     match p.mode {
         Mode::Inference => {
-            rows.push(("KV cache", m.kv_cache_bytes));
+            rows.push(("KV cache", kv_known.then_some(m.kv_cache_bytes)));
             if m.prefill_kv_cache_bytes > m.kv_cache_bytes {
                 rows.push((
                     "KV during prefill (window not yet applied)",
-                    m.prefill_kv_cache_bytes,
+                    Some(m.prefill_kv_cache_bytes),
                 ));
             }
-            rows.push(("prefill workspace (one layer)", m.activation_bytes));
+            rows.push((
+                "prefill workspace (one layer)",
+                modelled(m.activation_bytes),
+            ));
         }
         Mode::Training => {
-            rows.push(("gradients", m.gradients_bytes));
-            rows.push(("fp32 master weights", m.master_weights_bytes));
-            rows.push(("AdamW moments (fp32)", m.optimizer_bytes));
-            rows.push(("activations", m.activation_bytes));
+            rows.push(("gradients", Some(m.gradients_bytes)));
+            rows.push(("fp32 master weights", Some(m.master_weights_bytes)));
+            rows.push(("AdamW moments (fp32)", Some(m.optimizer_bytes)));
+            rows.push(("activations", modelled(m.activation_bytes)));
         }
     }
-    rows.push(("total (peak)", m.total_bytes));
+    rows.push((
+        if bound {
+            "total (peak), at least"
+        } else {
+            "total (peak)"
+        },
+        Some(m.total_bytes),
+    ));
     let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     for (name, bytes) in rows {
-        out.push(format!("  {name:<width$}  {}", both(bytes)));
+        let value = bytes.map_or_else(|| "not modelled".to_string(), both);
+        out.push(format!("  {name:<width$}  {value}"));
     }
-    out.push(format!(
-        "  caching allocator: +{} B of block rounding and buffers over the weights; {} of segments reserved for them",
-        m.weights_allocated_bytes.saturating_sub(m.weights_bytes),
-        both(m.weights_reserved_bytes)
-    ));
-    if p.mode == Mode::Inference {
+    if bound {
+        out.push(format!("  not modelled: {}", p.not_modelled.join("; ")));
+    } else {
+        out.push(format!(
+            "  caching allocator: +{} B of block rounding and buffers over the weights; {} of segments reserved for them",
+            m.weights_allocated_bytes.saturating_sub(m.weights_bytes),
+            both(m.weights_reserved_bytes)
+        ));
+    }
+    if p.mode == Mode::Inference && kv_known {
         out.push(format!(
             "  KV cache per token: {} B (all layers, one sequence)",
             m.kv_cache_bytes_per_token
@@ -372,12 +426,17 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         both(m.runtime_reserve_bytes_per_gpu)
     ));
     out.push(format!(
-        "packages for {} days{}{}, fitting ones cheapest first:",
+        "packages for {} days{}{}, {}:",
         p.days,
         p.fixed_gpus
             .map_or_else(String::new, |n| format!(" of exactly {n} GPUs")),
         p.fixed_tensor_parallel
             .map_or_else(String::new, |t| format!(" at tensor parallel {t}")),
+        if bound {
+            "the memory a lower bound: none is known to fit; cheapest not ruled out first"
+        } else {
+            "fitting ones cheapest first"
+        }
     ));
     let header = [
         "#",
@@ -415,6 +474,8 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
                 format!("multi-machine ({} lots)", k.lots.unwrap_or(1))
             } else if k.fits {
                 "yes".into()
+            } else if k.at_least {
+                "at least".into()
             } else {
                 format!("no ({})", k.not_fitting.as_deref().unwrap_or("-"))
             },
