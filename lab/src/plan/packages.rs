@@ -373,3 +373,96 @@ pub fn packages(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::memory;
+
+    fn llama_8b() -> Architecture {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/models/llama-3.1-8b/config.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        crate::plan::family::read(&serde_json::from_str(&text).unwrap()).unwrap()
+    }
+
+    /// Llama-3.1-8B at 4096 tokens: per token the hidden states 2He + 4H = 32768 B stay
+    /// whole, the feed-forward's 3Ie = 86016 B (larger than attention's 3Ade + 4Kde =
+    /// 24576 + 8192 B) is split by t; plus 4V logits bytes.
+    #[test]
+    fn the_prefill_workspace_splits_heads_and_intermediate_by_the_degree() {
+        let arch = llama_8b();
+        let (whole, parts) = memory::workspace_parts(&arch, 2, 1, 4096);
+        assert_eq!(whole, 32768 * 4096 + 4 * 128256);
+        assert_eq!(
+            (parts.attention, parts.kv, parts.ffn_whole, parts.ffn),
+            (24576 * 4096, 8192 * 4096, 0, 86016 * 4096)
+        );
+        assert_eq!(
+            whole + parts.at(1, 1),
+            memory::activation_workspace(&arch, 2, 1, 4096)
+        );
+        assert_eq!(whole + parts.at(1, 1), 487_052_288);
+        for t in [2u64, 4, 8, 16, 32] {
+            assert_eq!(parts.at(t, t.min(8)), 86016 * 4096 / u128::from(t), "t={t}");
+        }
+        // Attention dominates when the feed-forward is narrow; key/value heads stop splitting
+        // past K (replicated), query heads do not.
+        let w = Workspace {
+            attention: 3000,
+            kv: 800,
+            ffn_whole: 10,
+            ffn: 100,
+        };
+        assert_eq!(w.at(1, 1), 3800);
+        assert_eq!(w.at(4, 2), 750 + 400);
+        assert_eq!(w.at(3, 3), 1000 + 267);
+        // The per-GPU need adds it to the sharded weights and cache.
+        let need = Need {
+            sharded: 1000,
+            kv: 80,
+            kv_split: true,
+            whole: 7,
+            workspace: w,
+        };
+        assert_eq!(per_gpu(&need, &arch, 2), 500 + 40 + 7 + (1500 + 400));
+        assert_eq!(per_gpu(&need, &arch, 16), 63 + 10 + 7 + (188 + 100));
+    }
+
+    #[test]
+    fn unknown_heads_allow_every_degree_and_known_ones_the_engines_rule() {
+        let unknown = Heads {
+            attention: 0,
+            key_value: 0,
+            latent: false,
+        };
+        assert_eq!(degrees(unknown), (1..=MAX_DEGREE).collect::<Vec<_>>());
+        assert_eq!(degrees(&llama_8b()), [1, 2, 4, 8, 16, 32]);
+        let odd = Heads {
+            attention: 14,
+            key_value: 2,
+            latent: false,
+        };
+        assert_eq!(degrees(odd), [1, 2, 14]);
+        assert_eq!(
+            degrees(Heads {
+                latent: true,
+                ..odd
+            }),
+            [1, 2, 7, 14]
+        );
+        let fixed = Fixed {
+            tensor_parallel: None,
+            gpus: Some(28),
+        };
+        assert_eq!(fixed_degrees(odd, &fixed), [1, 2, 14]);
+        assert!(check_fixed(
+            odd,
+            &Fixed {
+                tensor_parallel: Some(7),
+                gpus: None
+            }
+        )
+        .is_err());
+    }
+}

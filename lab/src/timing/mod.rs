@@ -312,7 +312,11 @@ pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
     if context <= max {
         return Vec::new();
     }
-    let scaling = scope.get("rope_scaling").filter(|s| !s.is_null());
+    // transformers 5 names it rope_parameters; older configs rope_scaling.
+    let scaling = ["rope_scaling", "rope_parameters"]
+        .iter()
+        .filter_map(|k| scope.get(*k))
+        .find(|s| s.is_object() && s.get("factor").is_some());
     let allows = match scaling {
         None => "no rope_scaling: positions past it were never trained and quality is not assured"
             .to_string(),
@@ -322,18 +326,44 @@ pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
                 .or_else(|| s.get("type"))
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("unnamed");
+            let number = |key: &str| {
+                s.get(key)
+                    .filter(|v| v.is_number())
+                    .and_then(|v| v.to_string().parse::<Decimal>().ok())
+            };
             let factor = s
                 .get("factor")
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "no".into());
+                .map_or_else(|| "no".into(), |f| f.to_string());
             let original = s
                 .get("original_max_position_embeddings")
-                .map(|f| f.to_string())
-                .unwrap_or_else(|| "unstated".into());
-            format!(
-                "rope_scaling {} with factor {factor} (original {original} positions): max_position_embeddings is what the model states it supports",
-                crate::text::excerpt(kind)
-            )
+                .map_or_else(|| "unstated".into(), |f| f.to_string());
+            // YaRN, linear and dynamic scaling stretch the original positions by the factor
+            // (YaRN, Peng et al. 2023, §2: s = L'/L); llama3's and others' reach is what
+            // max_position_embeddings states.
+            let reach = match (
+                kind,
+                number("factor"),
+                number("original_max_position_embeddings"),
+            ) {
+                ("yarn" | "linear" | "dynamic", Some(f), Some(o)) => {
+                    u64::try_from((f * o).floor()).ok()
+                }
+                _ => None,
+            };
+            match reach {
+                Some(r) if context <= r => format!(
+                    "rope_scaling {} stretches the {original} original positions by {factor} to {r}: the context is within that, but past the positions config.json states",
+                    crate::text::excerpt(kind)
+                ),
+                Some(r) => format!(
+                    "rope_scaling {} stretches the {original} original positions by {factor} to {r}: the context is beyond that too, and quality is not assured",
+                    crate::text::excerpt(kind)
+                ),
+                None => format!(
+                    "rope_scaling {} with factor {factor} (original {original} positions) is already in the {max} positions config.json states: quality past them is not assured",
+                    crate::text::excerpt(kind)
+                ),
+            }
         }
     };
     vec![format!(

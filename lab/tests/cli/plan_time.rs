@@ -322,7 +322,7 @@ fn a_context_past_the_configs_positions_is_a_note_naming_its_rope_scaling() {
         notes.iter().any(|n| n
             .as_str()
             .unwrap()
-            .contains("rope_scaling llama3 with factor 8.0 (original 8192 positions)")),
+            .contains("rope_scaling llama3 with factor 8.0 (original 8192 positions) is already in the 131072 positions")),
         "{notes:?}"
     );
     // Within the positions: no note.
