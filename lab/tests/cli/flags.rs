@@ -77,7 +77,14 @@ fn whole_number_slots(dir: &Path) -> Vec<Slot> {
         }
         slot(flag, &args)
     };
+    let llama = repo_root()
+        .join("examples/models/llama-3.1-8b")
+        .display()
+        .to_string();
+    let plan = |flag: &'static str| slot(flag, &["plan", "--model", &llama, flag, "{}"]);
     vec![
+        plan("--tensor-parallel"),
+        plan("--gpus"),
         slot(
             "--parameters",
             &["estimate", "--parameters", "{}", "--bits", "16"],
