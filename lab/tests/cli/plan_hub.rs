@@ -72,6 +72,14 @@ fn each_cache_variable_finds_the_snapshot_of_refs_main() {
         // An empty variable counts as not set: the next one is used.
         &[("HF_HUB_CACHE", empty), ("HF_HOME", empty), ("HOME", &home)],
     ];
+    // A relative HF_HUB_CACHE is taken from the folder lab runs in.
+    let v = plan(
+        &[("HF_HUB_CACHE", Path::new("hub"))],
+        &["meta-llama/Llama-3.1-8B"],
+    )
+    .current_dir(hf_home.clone())
+    .json();
+    assert_eq!(v["parameters"], 8030261248u64);
     for vars in cases {
         let v = plan(vars, &["meta-llama/Llama-3.1-8B"]).json();
         assert_eq!(

@@ -136,6 +136,27 @@ fn gpus_fix_the_package_size_in_whole_lots() {
     assert_eq!(a100["not_fitting"], "lots of 2 GPUs cannot make 3");
     assert!(a100["need_bytes_per_gpu"].as_u64().unwrap() > 16_000_000_000);
     assert_eq!(package(&three, "h200")["gpus_bought"], 3);
+    // One GPU per package: two-GPU lots cannot make it; one-GPU lots as without the flag.
+    let one = plan(&["--gpus", "1"]);
+    assert_eq!(
+        package(&one, "b200")["not_fitting"],
+        "lots of 2 GPUs cannot make 1"
+    );
+    let free = plan(&[]);
+    for key in [
+        "gpus",
+        "lots",
+        "gpus_bought",
+        "total_cents",
+        "need_bytes_per_gpu",
+        "fits",
+    ] {
+        assert_eq!(
+            package(&one, "h200")[key],
+            package(&free, "h200")[key],
+            "{key}"
+        );
+    }
 }
 
 #[test]
