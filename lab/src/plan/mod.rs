@@ -287,8 +287,22 @@ pub fn plan_model(
         }
         None => from_config,
     };
-    if let (Some(method), None, WeightsFormat::Stored) =
-        (&arch.quantization, summary, &request.weights)
+    // An MXFP4 checkpoint left as stored: transformers 5.17 dequantizes its experts to bf16
+    // on load without the `kernels` package (plan::quantization::MXFP4).
+    let mxfp4 = arch.quantization.as_deref() == Some(quantization::MXFP4)
+        && matches!(request.weights, WeightsFormat::Stored);
+    if mxfp4 {
+        let stored = match summary {
+            Some(s) => format!("the safetensors hold {} bytes", s.data_bytes),
+            None => "no safetensors header was read".to_string(),
+        };
+        notes.push(format!(
+            "MXFP4 checkpoint ({stored}): transformers 5.17 dequantizes its experts to bf16 on load unless triton >= 3.4 and the kernels package are installed on a GPU of compute capability 7.5 or more; the weights are counted so, in bf16; kept in MXFP4 they would take at least {} bytes (blocks and scales, float32 expert biases, the rest bf16; the kernels' swizzled layout not counted)",
+            quantization::mxfp4_kept_bytes(arch, &counts)
+        ));
+    }
+    if let (Some(method), None, WeightsFormat::Stored, false) =
+        (&arch.quantization, summary, &request.weights, mxfp4)
     {
         notes.push(format!(
             "config.json describes a pre-quantized checkpoint ({}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width",
@@ -296,12 +310,21 @@ pub fn plan_model(
         ));
     }
     // Stored width: the headers' main dtype, else the config's dtype.
-    let stored = summary
-        .as_ref()
-        .and_then(|s| s.main_dtype())
-        .and_then(normalize_dtype)
-        .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype));
+    let stored = if mxfp4 {
+        Some("bf16")
+    } else {
+        summary
+            .as_ref()
+            .and_then(|s| s.main_dtype())
+            .and_then(normalize_dtype)
+            .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype))
+    };
     let (weights_bytes, weights_format, weight_element_bytes) = match &request.weights {
+        WeightsFormat::Stored if mxfp4 => (
+            whole_bytes(parameters, Decimal::from(16)).ok_or_else(too_big)?,
+            "bf16 (MXFP4 experts dequantized on load)".to_string(),
+            2,
+        ),
         WeightsFormat::Stored => match (summary, stored) {
             (Some(s), Some(name)) => (s.data_bytes, format!("{name} (as stored)"), element_bytes(name)),
             (Some(s), None) => (s.data_bytes, "as stored".to_string(), 2),

@@ -26,6 +26,7 @@
 //! Embeddings stay in 16 bits (every method above replaces `nn.Linear` only); norms and
 //! biases too; the output head and a vision tower at the matrix width (some quantize them).
 
+use super::family::{Architecture, FeedForward};
 use super::layout::ParameterCounts;
 use super::safetensors::Summary;
 use crate::{Error, Result};
@@ -153,6 +154,46 @@ pub fn check_complete(scheme: &Scheme, counts: &ParameterCounts, headers: &Summa
         scheme.matrix_bits.normalize(),
         need - u128::from(headers.data_bytes),
     )))
+}
+
+/// How transformers 5.17 loads an MXFP4 checkpoint (gpt-oss: `quant_method` "mxfp4", the
+/// experts stored as `*_blocks` U8 `[E, N, K/32, 16]`, two 4-bit elements a byte, and
+/// `*_scales` U8 `[E, N, K/32]`, one 8-bit exponent per 32; everything else bf16), which is
+/// what `lab plan` counts for one when the weights are left as stored.
+///
+/// `Mxfp4HfQuantizer.validate_environment` (`quantizers/quantizer_mxfp4.py`) keeps MXFP4 only
+/// with triton >= 3.4 and the `kernels` package on a GPU of compute capability 7.5 or more;
+/// otherwise, and on the CPU without `use_kernels`, it sets `dequantize` and
+/// `Mxfp4Dequantize` (`integrations/mxfp4.py`, `convert_moe_packed_tensors`, bfloat16)
+/// writes each expert matrix as a bf16 tensor of the unquantized layout. The kit installs
+/// no `kernels` package, so lab plan counts that: every parameter in bf16, the layout
+/// transformers builds without quantization ([`mxfp4_kept_bytes`] gives the other case for
+/// the note).
+pub const MXFP4: &str = "mxfp4";
+
+/// Bytes of an MXFP4 checkpoint as `Mxfp4GptOssExperts` keeps it with the kernels: the
+/// expert matrices as 4-bit blocks plus one byte of scale per 32 elements (`K/2 + K/32`
+/// bytes per `K` elements), the expert biases in float32, every other parameter in bf16. A
+/// lower bound of that case: the triton kernels then swizzle blocks and scales into their
+/// own layout (`swizzle_mxfp4_convertops`), which is not modelled.
+pub fn mxfp4_kept_bytes(arch: &Architecture, counts: &ParameterCounts) -> u128 {
+    let (mut matrices, mut biases) = (0u128, 0u128);
+    if let Some(e) = &arch.experts {
+        let moe = arch
+            .layer_kinds
+            .iter()
+            .filter(|l| l.feed_forward == FeedForward::Experts)
+            .count() as u128;
+        let (h, i, n) = (
+            u128::from(arch.hidden),
+            u128::from(e.intermediate),
+            u128::from(e.routed),
+        );
+        matrices = moe * n * 3 * h * i;
+        biases = moe * n * (2 * i + h);
+    }
+    let bf16 = counts.total().saturating_mul(2);
+    bf16.saturating_sub(matrices * 2) + matrices / 2 + matrices / 32 + biases * 2
 }
 
 #[cfg(test)]

@@ -74,6 +74,11 @@ fn known_parameter_counts_per_family() {
         ("qwen1.5-moe-a2.7b", 14315784192),
         // Granite-3.3-8B-Instruct, tied embeddings.
         ("granite-3.3-8b-instruct", 8170864640),
+        // gpt-oss-20b ("20.91B"), its MXFP4 experts counted as parameters.
+        ("gpt-oss-20b", 20914757184),
+        // Llama 4 Scout and Maverick with their vision towers ("109B", "400B").
+        ("llama-4-scout-17b-16e", 108641793536),
+        ("llama-4-maverick-17b-128e", 401583781376),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");
@@ -424,6 +429,7 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
     for (name, dtype, shape) in tensors {
         let width = match *dtype {
             "F32" | "I32" => 4,
+            "U8" | "I8" | "F8_E4M3" => 1,
             _ => 2,
         };
         let bytes = shape.iter().product::<u64>() * width;
@@ -966,4 +972,79 @@ fn training_text_has_no_kv_cache_line() {
         seen += 1;
     }
     assert!(seen >= 16, "{seen} example models");
+}
+
+/// An MXFP4 checkpoint (gpt-oss) is counted as transformers 5.17 loads it without the
+/// `kernels` package: experts dequantized, every parameter in bf16, from the config alone or
+/// beside headers holding the packed blocks and scales; the note gives the stored bytes and
+/// the kept-MXFP4 figure.
+#[test]
+fn mxfp4_experts_are_counted_dequantized_as_transformers_loads_them() {
+    let shipped = models().join("gpt-oss-20b");
+    let p = plan_json(&["--model", shipped.to_str().unwrap()]);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 20914757184u64);
+    assert_eq!(
+        p["weights_format"],
+        "bf16 (MXFP4 experts dequantized on load)"
+    );
+    assert_eq!(p["kv_dtype"], "bf16");
+    let note = p["notes"][0].as_str().unwrap();
+    // bf16 everywhere but the experts' 19,110,297,600 matrix elements at half a byte plus a
+    // byte per 32, and their 6,635,520 biases in float32: the released 13.8 GB.
+    assert!(note.contains("at least 13774535808 bytes"), "{note}");
+    assert!(note.contains("no safetensors header was read"), "{note}");
+    // A tiny gpt-oss folder with the checkpoint's packed tensors: 2 layers, hidden 64, 4
+    // experts of 64, 4 heads of 16, 2 KV heads, vocabulary 128.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"gpt_oss","hidden_size":64,"intermediate_size":64,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128,
+"num_local_experts":4,"num_experts_per_tok":2,"quantization_config":{"quant_method":"mxfp4"}}"#,
+    )
+    .unwrap();
+    let mut tensors: Vec<(String, &str, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), "BF16", vec![128, 64]),
+        ("lm_head.weight".into(), "BF16", vec![128, 64]),
+    ];
+    for l in 0..2 {
+        let at = |n: &str| format!("model.layers.{l}.{n}");
+        tensors.extend([
+            (at("self_attn.q_proj.weight"), "BF16", vec![64, 64]),
+            (at("self_attn.k_proj.weight"), "BF16", vec![32, 64]),
+            (at("self_attn.v_proj.weight"), "BF16", vec![32, 64]),
+            (at("self_attn.o_proj.weight"), "BF16", vec![64, 64]),
+            (
+                at("mlp.experts.gate_up_proj_blocks"),
+                "U8",
+                vec![4, 128, 2, 16],
+            ),
+            (at("mlp.experts.gate_up_proj_scales"), "U8", vec![4, 128, 2]),
+            (at("mlp.experts.down_proj_blocks"), "U8", vec![4, 64, 2, 16]),
+            (at("mlp.experts.down_proj_scales"), "U8", vec![4, 64, 2]),
+        ]);
+    }
+    let refs: Vec<(&str, &str, &[u64])> = tensors
+        .iter()
+        .map(|(n, t, s)| (n.as_str(), *t, s.as_slice()))
+        .collect();
+    write_safetensors(&d.join("model.safetensors"), &refs);
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    // Per layer: attention 2 x 64 x 64 + 2 x 32 x 64 and biases 64 + 2 x 32 + 64, sinks 4,
+    // router 4 x 64 + 4, experts 4 x 64 x 128 + 4 x 128 + 4 x 64 x 64 + 4 x 64, two norms.
+    let layer = 12288 + 192 + 4 + 260 + 32768 + 512 + 16384 + 256 + 128;
+    let params = 2 * layer + 2 * 128 * 64 + 64;
+    assert_eq!(p["parameters"], params);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * params);
+    let stored = p["headers"]["data_bytes"].as_u64().unwrap();
+    assert!(stored < 2 * params);
+    let note = p["notes"].as_array().unwrap();
+    assert!(
+        note.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains(&format!("the safetensors hold {stored} bytes"))),
+        "{note:?}"
+    );
 }

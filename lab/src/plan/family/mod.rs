@@ -16,8 +16,10 @@ mod deepseek;
 mod gemma;
 mod gemma2;
 mod gemma3;
+mod gpt_oss;
 mod granite;
 mod llama;
+mod llama4;
 mod mistral;
 mod mixtral;
 mod olmo2;
@@ -87,6 +89,9 @@ families! {
     Qwen2Moe => qwen2_moe, "qwen2_moe";
     Granite => granite, "granite";
     Olmo2 => olmo2, "olmo2";
+    GptOss => gpt_oss, "gpt_oss";
+    Llama4Text => llama4, "llama4_text";
+    Llama4 => llama4, "llama4";
 }
 
 impl Family {
@@ -115,6 +120,11 @@ pub enum Attention {
     Full,
     /// At most this many tokens are kept (sliding-window attention).
     Sliding(u64),
+    /// Chunked attention (Llama 4's `attention_chunk_size`): each token attends within its
+    /// chunk, and transformers caches such a layer as a sliding window of the chunk's size
+    /// (`DynamicSlidingWindowLayer` for `chunked_attention`, `cache_utils.py`), so at most this
+    /// many tokens are kept.
+    Chunked(u64),
     /// Multi-head latent attention: every token kept as one compressed latent plus its
     /// rotary key, `kv_lora_rank + qk_rope_head_dim` elements ([`Latent`]).
     Latent,
@@ -186,6 +196,40 @@ pub struct Vision {
     pub head: bool,
 }
 
+/// Llama 4's vision tower (`Llama4VisionConfig`, `Llama4VisionModel`) and its projector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Llama4Vision {
+    /// Width of the vision encoder.
+    pub hidden: u64,
+    /// Vision encoder layers.
+    pub layers: u64,
+    /// Attention heads of the encoder (they size the 2-D rotary table `freqs_ci`).
+    pub heads: u64,
+    /// Encoder feed-forward intermediate size (also the pixel-shuffle adapter's input).
+    pub intermediate: u64,
+    /// Input image side in pixels.
+    pub image_size: u64,
+    /// Patch side in pixels.
+    pub patch_size: u64,
+    /// Colour channels.
+    pub channels: u64,
+    /// The adapter's output width (`projector_input_dim`).
+    pub projector_input: u64,
+    /// The adapter's second projection width (`projector_output_dim`).
+    pub projector_output: u64,
+    /// The projector's input width (`vision_output_dim`).
+    pub output: u64,
+}
+
+/// The vision tower of a multimodal checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tower {
+    /// SigLIP and the Gemma 3 projector.
+    Siglip(Vision),
+    /// Llama 4's tower and projector.
+    Llama4(Llama4Vision),
+}
+
 /// The architecture facts of one model (its text decoder, and a vision tower if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Architecture {
@@ -230,8 +274,8 @@ pub struct Architecture {
     pub rotary_per_attention_kind: bool,
     /// The configured storage dtype (`dtype` or `torch_dtype`), when stated.
     pub dtype: Option<String>,
-    /// Vision tower of a multimodal checkpoint (Gemma 3): SigLIP facts.
-    pub vision: Option<Vision>,
+    /// Vision tower of a multimodal checkpoint (Gemma 3, Llama 4).
+    pub vision: Option<Tower>,
     /// `quantization_config.quant_method` of a pre-quantized checkpoint (GPTQ, AWQ...), whose
     /// safetensors hold packed storage rather than one element per parameter.
     pub quantization: Option<String>,
@@ -248,8 +292,10 @@ impl Architecture {
     /// buffers, the untied output head.
     pub fn tensors(&self, visit: &mut dyn FnMut(Tensor)) {
         let mut t = Sink::new(visit);
-        if let Some(vision) = &self.vision {
-            gemma3::vision_tower(vision, self.hidden, &mut t);
+        match &self.vision {
+            Some(Tower::Siglip(vision)) => gemma3::vision_tower(vision, self.hidden, &mut t),
+            Some(Tower::Llama4(vision)) => llama4::vision_tower(vision, self.hidden, &mut t),
+            None => {}
         }
         t.emit(Role::Embedding, &[self.vocab, self.hidden]);
         if self.embedding_scale {
@@ -295,7 +341,23 @@ impl Architecture {
     pub fn sliding_window(&self) -> Option<u64> {
         self.layer_kinds.iter().find_map(|l| match l.attention {
             Attention::Sliding(w) => Some(w),
-            Attention::Full | Attention::Latent => None,
+            Attention::Full | Attention::Chunked(_) | Attention::Latent => None,
+        })
+    }
+
+    /// Layers with chunked attention.
+    pub fn chunked_layers(&self) -> usize {
+        self.layer_kinds
+            .iter()
+            .filter(|l| matches!(l.attention, Attention::Chunked(_)))
+            .count()
+    }
+
+    /// The attention chunk, when some layer has one.
+    pub fn attention_chunk(&self) -> Option<u64> {
+        self.layer_kinds.iter().find_map(|l| match l.attention {
+            Attention::Chunked(w) => Some(w),
+            _ => None,
         })
     }
 }
