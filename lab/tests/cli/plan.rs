@@ -1048,3 +1048,179 @@ fn mxfp4_experts_are_counted_dequantized_as_transformers_loads_them() {
         "{note:?}"
     );
 }
+
+/// Headers whose elements differ from the config by exactly what transformers drops or adds
+/// on load are planned as it allocates: a tied head stored anyway (not allocated again), an
+/// untied head missing (allocated, newly initialised), DeepSeek-V3's multi-token-prediction
+/// layer (dropped); any other difference keeps the headers' count.
+#[test]
+fn headers_beyond_or_short_of_what_transformers_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Tensors of these element counts, F16, the first named as the embedding.
+    let write = |counts: &[u64]| {
+        let names: Vec<String> = (0..counts.len())
+            .map(|i| format!("model.layers.0.t{i}.weight"))
+            .collect();
+        let shapes: Vec<[u64; 1]> = counts.iter().map(|c| [*c]).collect();
+        let tensors: Vec<(&str, &str, &[u64])> = names
+            .iter()
+            .zip(&shapes)
+            .map(|(n, s)| (n.as_str(), "F16", &s[..]))
+            .collect();
+        write_safetensors(&d.join("model.safetensors"), &tensors);
+    };
+    let plan = || plan_json(&["--model", d.to_str().unwrap()]);
+    let note = |p: &Value| p["notes"][0].as_str().unwrap_or_default().to_string();
+    // Tied (90,432 less the 128 x 64 head = 82,240), the head stored too.
+    tiny_llama(d, r#","tie_word_embeddings":true"#);
+    write(&[82240, 8192]);
+    let p = plan();
+    assert_eq!(p["parameters"], 82240);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 82240);
+    assert!(
+        note(&p).contains("a stored output head (128 x 64)"),
+        "{}",
+        note(&p)
+    );
+    // Untied, the head missing from the headers.
+    tiny_llama(d, "");
+    write(&[82240]);
+    let p = plan();
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 90432);
+    assert!(
+        note(&p).contains("less its untied output head"),
+        "{}",
+        note(&p)
+    );
+    // Any other difference: the headers are used, as before.
+    write(&[82240, 10]);
+    let p = plan();
+    assert_eq!(p["parameters"], 82250);
+    assert!(
+        note(&p).contains("(-8182); the headers are used"),
+        "{}",
+        note(&p)
+    );
+    // DeepSeek-V3 (the synthetic config: 3 layers of hidden 256, vocabulary 1000,
+    // num_nextn_predict_layers 1) with its MTP layer 3 in the headers: one expert layer
+    // (attention 112,800, experts 8 x 256 x 256 + 8 x 256 x 128, router 8 x 256 + 8, shared
+    // expert 3 x 128 x 256, two norms: 1,000,104) and its embedding and head 2 x 1000 x 256,
+    // eh_proj 256 x 512 and three norms (643,840).
+    let v3 = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/module-order/synthetic-deepseek-v3/config.json"),
+    )
+    .unwrap();
+    std::fs::write(d.join("config.json"), &v3).unwrap();
+    let mtp = 1_000_104 + 643_840;
+    write(&[3_018_992, mtp]);
+    let p = plan();
+    assert_eq!(p["parameters"], 3_018_992);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 3_018_992u64);
+    assert!(
+        note(&p).contains("and 1643944 of 1 multi-token-prediction layer(s)"),
+        "{}",
+        note(&p)
+    );
+    // Stating no MTP layer: the same headers are used as they are.
+    std::fs::write(
+        d.join("config.json"),
+        v3.replace(
+            "\"num_nextn_predict_layers\": 1",
+            "\"num_nextn_predict_layers\": 0",
+        ),
+    )
+    .unwrap();
+    assert_eq!(plan()["parameters"], 3_018_992 + mtp);
+}
+
+/// A block-scaled FP8 config (DeepSeek-V3's quantization_config) is planned in FP8 as
+/// transformers keeps it on a GPU of compute capability 8.9 or more: a float8 byte per matrix
+/// weight plus a float32 scale per 128 x 128 tile (a partial tile counts whole), the rest in
+/// bf16; with headers too (their multi-token-prediction layer not counted).
+#[test]
+fn fp8_block_configs_are_planned_in_fp8() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fp8 = |extra: &str| {
+        format!(
+            r#","quantization_config":{{"quant_method":"fp8","activation_scheme":"dynamic","weight_block_size":[128,128]{extra}}}"#
+        )
+    };
+    // The tiny Llama: 14 matrices of at most 128 x 128, one tile each; 73,728 matrix weights,
+    // the rest (embedding, head, norms) 16,704 in 16 bits.
+    tiny_llama(d, &fp8(""));
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["memory"]["weights_bytes"], 73728 + 14 * 4 + 16704 * 2);
+    assert_eq!(
+        p["weights_format"],
+        "fp8 (as configured: float8 matrices with their block scales)"
+    );
+    assert!(p["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("dequantizes to bf16, 180864 bytes"));
+    // One-byte scales (ue8m0), and a float32 activation scale per matrix (static).
+    tiny_llama(
+        d,
+        &fp8(r#","scale_fmt":"ue8m0","activation_scheme":"static""#)
+            .replace(r#""activation_scheme":"dynamic","#, ""),
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(
+        p["memory"]["weights_bytes"],
+        73728 + 14 * (1 + 4) + 16704 * 2
+    );
+    for bad in [r#"[128]"#, r#"[128,0]"#, r#""128""#] {
+        tiny_llama(
+            d,
+            &format!(
+                r#","quantization_config":{{"quant_method":"fp8","weight_block_size":{bad}}}"#
+            ),
+        );
+        refused(d, &[], 2, "\"weight_block_size\" in quantization_config");
+    }
+    // With headers (the matrices in float8, the rest in 16 bits, 14 scales, and 5000 more
+    // elements the config does not describe): the weights are still what the loader builds.
+    tiny_llama(d, &fp8(""));
+    write_safetensors(
+        &d.join("model.safetensors"),
+        &[
+            ("model.layers.0.mlp.down_proj.weight", "F8_E4M3", &[73728]),
+            ("model.embed_tokens.weight", "F16", &[16704]),
+            (
+                "model.layers.0.mlp.down_proj.weight_scale_inv",
+                "F32",
+                &[14],
+            ),
+            ("model.layers.2.extra", "F16", &[5000]),
+        ],
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["memory"]["weights_bytes"], 73728 + 14 * 4 + 16704 * 2);
+    assert!(p["notes"].as_array().unwrap().iter().any(|n| n
+        .as_str()
+        .unwrap()
+        .contains("FP8 checkpoint (the safetensors hold 117192 bytes)")));
+    // DeepSeek-V3 (61 layers, hidden 7168, 256 experts of 2048): 671,026,419,200 parameters,
+    // 669,065,609,216 of them in matrices (one byte each) with 163,352,928 bytes of float32
+    // tile scales, 1,960,809,984 in 16 bits (embedding, head, norms, routers): 673,150,582,112
+    // bytes (the checkpoint stores its MTP layer too, which transformers does not build).
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"deepseek_v3","hidden_size":7168,"intermediate_size":18432,"moe_intermediate_size":2048,
+"num_hidden_layers":61,"num_attention_heads":128,"num_key_value_heads":128,"n_routed_experts":256,
+"n_shared_experts":1,"first_k_dense_replace":3,"moe_layer_freq":1,"num_experts_per_tok":8,
+"q_lora_rank":1536,"kv_lora_rank":512,"qk_rope_head_dim":64,"qk_nope_head_dim":128,"v_head_dim":128,
+"vocab_size":129280,"tie_word_embeddings":false,"torch_dtype":"bfloat16","num_nextn_predict_layers":1,
+"quantization_config":{"activation_scheme":"dynamic","fmt":"e4m3","quant_method":"fp8","weight_block_size":[128,128]}}"#,
+    )
+    .unwrap();
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 671026419200u64);
+    assert_eq!(p["memory"]["weights_bytes"], 673150582112u64);
+}

@@ -219,7 +219,7 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         }
     )];
     out.push(format!(
-        "  hidden {}, {} layers, {} heads, {} KV heads, head {}, intermediate {}, vocabulary {}{}{}{}",
+        "  hidden {}, {} layers, {} heads, {} KV heads, head {}, intermediate {}, vocabulary {}{}{}{}{}",
         a.hidden_size,
         a.layers,
         a.attention_heads,
@@ -230,6 +230,10 @@ pub(super) fn render(p: &plan::Plan, catalog: String) -> Vec<String> {
         if a.tied_embeddings { ", tied embeddings" } else { "" },
         match a.sliding_window {
             Some(w) => format!(", window {w} on {} layers", a.sliding_window_layers),
+            None => String::new(),
+        },
+        match a.attention_chunk {
+            Some(c) => format!(", chunks of {c} on {} layers", a.chunked_attention_layers),
             None => String::new(),
         },
         match a.experts {

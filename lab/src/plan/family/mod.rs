@@ -272,6 +272,9 @@ pub struct Architecture {
     /// Whether the rotary frequencies are kept once per attention kind the layers use
     /// (Gemma 3: full and sliding) rather than once.
     pub rotary_per_attention_kind: bool,
+    /// Multi-token-prediction layers the checkpoint stores after the decoder layers
+    /// (DeepSeek-V3's `num_nextn_predict_layers`), which transformers does not build.
+    pub mtp_layers: u64,
     /// The configured storage dtype (`dtype` or `torch_dtype`), when stated.
     pub dtype: Option<String>,
     /// Vision tower of a multimodal checkpoint (Gemma 3, Llama 4).
@@ -322,6 +325,29 @@ impl Architecture {
         if !self.tied_embeddings {
             t.emit(Role::OutputHead, &[self.hidden, self.vocab]);
         }
+    }
+
+    /// Elements of the multi-token-prediction layers ([`Architecture::mtp_layers`]) a
+    /// DeepSeek-V3 checkpoint stores as `model.layers.{num_hidden_layers}.*`: each a decoder
+    /// layer with experts plus its own `embed_tokens` and `shared_head.head` (`V x H`),
+    /// `eh_proj` (`H x 2H`), `enorm`, `hnorm` and `shared_head.norm` (`H` each). transformers
+    /// 5.17 builds none of them: they are unexpected keys, dropped on load
+    /// (`DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected`).
+    pub fn mtp_elements(&self) -> u128 {
+        if self.mtp_layers == 0 {
+            return 0;
+        }
+        let one = ParameterCounts::of(|visit| {
+            let mut t = Sink::new(visit);
+            let layer = Layer {
+                attention: Attention::Latent,
+                feed_forward: FeedForward::Experts,
+            };
+            self.family.layer(self, &layer, &mut t);
+        });
+        let (v, h) = (u128::from(self.vocab), u128::from(self.hidden));
+        let layer = one.embedding + one.output_head + one.linear + one.other + one.vision;
+        u128::from(self.mtp_layers) * (layer + 2 * v * h + 2 * h * h + 3 * h)
     }
 
     /// The parameters by role: the sums over [`Architecture::tensors`].
@@ -479,6 +505,7 @@ fn decoder(
         fused_gate_up: false,
         embedding_scale: false,
         rotary_per_attention_kind: false,
+        mtp_layers: 0,
         dtype,
         vision: None,
         quantization,
