@@ -519,6 +519,7 @@ fn decoder(
 /// [`Error::Usage`] when `quantization_config` is not an object or its `quant_method` not
 /// a string (transformers reads both so).
 fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
+    mlx_packing(top)?;
     match top.get("quantization_config") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(q)) => match q.get("quant_method") {
@@ -536,6 +537,38 @@ fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
             crate::text::excerpt(&other.to_string())
         ))),
     }
+}
+
+/// Refuses an MLX checkpoint (mlx-lm): a top-level `quantization` object with `bits` and
+/// `group_size`, which mlx-lm writes (also copied into a `quantization_config` with no
+/// `quant_method`). Its matrices are packed 32 / bits to a uint32 with a 16-bit scale and
+/// bias per group (`mlx.core.quantize`), a layout transformers does not load: its
+/// `quantization_config` needs a `quant_method` (`AutoQuantizationConfig.from_dict`) and
+/// without one the packed tensors do not match the model's shapes.
+///
+/// # Errors
+/// [`Error::Usage`] naming the format and the width to plan it with (`bits + 32/group`).
+fn mlx_packing(top: &Map<String, Value>) -> Result<()> {
+    let Some(Value::Object(q)) = top.get("quantization") else {
+        return Ok(());
+    };
+    let named = |k: &str| q.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
+    let (Some(bits), Some(group)) = (named("bits"), named("group_size")) else {
+        return Ok(());
+    };
+    let stated = top
+        .get("quantization_config")
+        .and_then(|c| c.get("quant_method"))
+        .is_some();
+    if stated {
+        return Ok(());
+    }
+    let width = rust_decimal::Decimal::from(bits)
+        + rust_decimal::Decimal::from(32) / rust_decimal::Decimal::from(group);
+    Err(Error::usage(format!(
+        "config.json describes an MLX checkpoint (mlx-lm \"quantization\": {bits} bits, groups of {group}; no quant_method), packed as uint32 words with a 16-bit scale and bias per group, which transformers does not load; plan the original (unquantized) checkpoint's config, with --bits {} for this packing's matrix width",
+        width.normalize()
+    )))
 }
 
 /// The number of layers as a length, refusing an implausible count ([`MAX_LAYERS`]).

@@ -930,3 +930,37 @@ fn llama4_interleaved_experts_and_chunked_attention() {
         assert!(e.contains(&format!("has no \"{part}\" object")), "{e}");
     }
 }
+
+/// An MLX (mlx-lm) checkpoint's config is refused naming the format and its width (bits plus
+/// a 16-bit scale and bias per group), with or without the copy in `quantization_config`;
+/// a `quantization` object beside a named `quant_method` is that method's.
+#[test]
+fn mlx_packing_is_refused_by_name() {
+    let llama = |extra: &str| {
+        read(
+            &serde_json::from_str(&format!(
+                r#"{{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"vocab_size":128{extra}}}"#
+            ))
+            .unwrap(),
+        )
+        .map_err(|e| e.to_string())
+    };
+    for (extra, width) in [
+        (r#","quantization":{"group_size":64,"bits":4}"#, "4.5"),
+        (
+            r#","quantization":{"group_size":32,"bits":8},"quantization_config":{"group_size":32,"bits":8}"#,
+            "9",
+        ),
+    ] {
+        let e = llama(extra).unwrap_err();
+        assert!(e.contains("an MLX checkpoint (mlx-lm"), "{e}");
+        assert!(e.contains(&format!("with --bits {width} for")), "{e}");
+    }
+    let named = llama(
+        r#","quantization":{"group_size":64,"bits":4},"quantization_config":{"quant_method":"awq","bits":4}"#,
+    )
+    .unwrap();
+    assert_eq!(named.quantization.as_deref(), Some("awq"));
+    assert!(llama(r#","quantization":{"note":"none"}"#).is_ok());
+}
