@@ -341,10 +341,23 @@ pub fn plan_model(
         &request.weights,
         mxfp4 || fp8.is_some(),
     ) {
-        notes.push(format!(
-            "config.json describes a pre-quantized checkpoint ({}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width",
+        // What GPTQ, AWQ or bitsandbytes allocate depends on the kernel their loader picks
+        // (and on tensors only the headers state): refused by name rather than planned at the
+        // config's float dtype.
+        let width = quantization::scheme(&model.config)
+            .filter(|q| q.matrix_bits > Decimal::ONE)
+            .map(|q| {
+                format!(
+                    " ({}: at least {} bits per matrix weight)",
+                    q.reading,
+                    q.matrix_bits.normalize()
+                )
+            })
+            .unwrap_or_default();
+        return Err(Error::usage(format!(
+            "config.json describes a pre-quantized \"{}\" checkpoint{width} and no safetensors header was read: what its loader allocates is not known from the config alone; give the model folder with its safetensors, or --bits or --weights-dtype to plan a width",
             crate::text::excerpt(method)
-        ));
+        )));
     }
     // Stored width: the headers' main dtype, else the config's dtype.
     let stored = if mxfp4 {

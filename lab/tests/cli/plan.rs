@@ -1224,3 +1224,40 @@ fn fp8_block_configs_are_planned_in_fp8() {
     assert_eq!(p["parameters"], 671026419200u64);
     assert_eq!(p["memory"]["weights_bytes"], 673150582112u64);
 }
+
+/// A GPTQ, AWQ, bitsandbytes or compressed-tensors config without headers is refused naming
+/// the format (what its loader allocates depends on tensors and kernels the config does not
+/// state), never planned at the config's float dtype; with --bits or --weights-dtype it is
+/// planned at that width.
+#[test]
+fn config_only_packed_formats_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (q, needle) in [
+        (
+            r#"{"quant_method":"gptq","bits":4,"group_size":128}"#,
+            r#"pre-quantized "gptq" checkpoint (4 bits, groups of 128: at least 4.15625 bits per matrix weight)"#,
+        ),
+        (
+            r#"{"quant_method":"awq","w_bit":4,"q_group_size":64}"#,
+            r#""awq" checkpoint (4 bits, groups of 64: at least 4.3125 bits"#,
+        ),
+        (
+            r#"{"quant_method":"bitsandbytes","load_in_4bit":true}"#,
+            r#""bitsandbytes" checkpoint (4-bit: at least 4.125 bits"#,
+        ),
+        (
+            r#"{"quant_method":"hqq"}"#,
+            r#"pre-quantized "hqq" checkpoint and no safetensors header"#,
+        ),
+    ] {
+        tiny_llama(d, &format!(r#","quantization_config":{q}"#));
+        let e = refused(d, &[], 2, needle);
+        assert!(
+            e.contains("give the model folder with its safetensors"),
+            "{e}"
+        );
+        let p = plan_json(&["--model", d.to_str().unwrap(), "--bits", "4.5"]);
+        assert_eq!(p["weights_format"], "4.5 bits per matrix weight");
+    }
+}
