@@ -881,6 +881,11 @@ fn llama4_interleaved_experts_and_chunked_attention() {
         read(&t).map_err(|e| e.to_string())
     };
     assert_eq!(parameters(&text_only("").unwrap()), text);
+    // Tied in text_config: the head is the embedding, listed once.
+    assert_eq!(
+        parameters(&text_only(r#""tie_word_embeddings":true"#).unwrap()),
+        text - 202_048 * 5120
+    );
     // moe_layers, when listed, wins over the step; empty no_rope_layers is the default.
     let listed = text_only(r#""moe_layers":[0],"no_rope_layers":[]"#).unwrap();
     assert_eq!(listed.layer_kinds[0].feed_forward, FeedForward::Experts);
