@@ -33,7 +33,7 @@ EXTRA = {
 }
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
             "mixtral", "deepseek_v2", "deepseek_v3", "qwen3_moe", "qwen2_moe", "granite",
-            "olmo2"]
+            "olmo2", "gpt_oss", "llama4_text"]
 FIELDS = {
     "num_key_value_heads": 8,
     "sliding_window": 2,

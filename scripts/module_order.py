@@ -38,6 +38,8 @@ def dump(cfg, folder):
     with torch.device("meta"):
         if isinstance(cfg, T.Gemma3Config):
             model = T.Gemma3ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16)
+        elif isinstance(cfg, T.Llama4Config):
+            model = T.Llama4ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16)
         else:
             model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     out = []
@@ -77,6 +79,15 @@ def synthetic():
             decoder_sparse_step=2, mlp_only_layers=[3]),
         # OLMo 2: query and key norms over all heads, grouped key/value heads.
         "synthetic-olmo2": T.Olmo2Config(**small, num_key_value_heads=2),
+        # gpt-oss without attention biases, and Llama 4's text model with dense and expert
+        # layers alternating (interleave_moe_layer_step 2), biases on, two chunked layers.
+        "synthetic-gpt-oss": T.GptOssConfig(**small, num_key_value_heads=2, head_dim=64,
+                                            num_local_experts=4, num_experts_per_tok=2,
+                                            attention_bias=False),
+        "synthetic-llama4-text": T.Llama4TextConfig(
+            **{**small, "num_hidden_layers": 4}, num_key_value_heads=2, head_dim=64,
+            intermediate_size_mlp=384, num_local_experts=4, num_experts_per_tok=2,
+            interleave_moe_layer_step=2, attention_bias=True, no_rope_layers=[1, 0, 1, 0]),
         "synthetic-gemma3-vision": gemma3,
         "synthetic-gemma3-vision-head": head,
     }

@@ -242,6 +242,9 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
         .map(|l| match l.attention {
             Attention::Full => Ok(None),
             Attention::Sliding(w) => Ok(Some(w)),
+            Attention::Chunked(_) => Err(Error::usage(
+                "config.json: chunked attention is not supported by lab measure --model",
+            )),
             // No measured family builds latent attention or experts; refused, not guessed.
             Attention::Latent => Err(Error::usage(
                 "config.json: latent attention is not supported by lab measure --model",

@@ -30,7 +30,7 @@ pub enum Role {
     Buffer(u64),
 }
 
-/// One tensor: its role and element count.
+/// One tensor: its role, element count and its last two dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tensor {
     /// What it is.
@@ -38,6 +38,18 @@ pub struct Tensor {
     /// Elements (saturated at `u64::MAX`: such a model is refused by the 64-bit check of
     /// [`Counts128::narrow`]).
     pub elements: u64,
+    /// The second-to-last and last dimensions (`[out, in]` of a matrix; 1 and the length of
+    /// a vector): block-scaled formats keep one scale per tile of them, for each leading
+    /// index (a stack of experts).
+    pub tail: (u64, u64),
+}
+
+impl Tensor {
+    /// The product of the dimensions before the last two (1 for a matrix).
+    pub fn stack(&self) -> u64 {
+        let tile = self.tail.0.saturating_mul(self.tail.1);
+        self.elements.checked_div(tile).unwrap_or(0)
+    }
 }
 
 /// Where a family writes its tensors, one call per tensor, with its shape.
@@ -54,7 +66,16 @@ impl<'a> Sink<'a> {
     /// One tensor of this role and shape (elements = the product of `dims`, saturating).
     pub fn emit(&mut self, role: Role, dims: &[u64]) {
         let elements = dims.iter().fold(1u64, |acc, d| acc.saturating_mul(*d));
-        (self.visit)(Tensor { role, elements });
+        let tail = match dims {
+            [] => (1, 1),
+            [d] => (1, *d),
+            [.., r, c] => (*r, *c),
+        };
+        (self.visit)(Tensor {
+            role,
+            elements,
+            tail,
+        });
     }
 
     /// A decoder weight matrix.

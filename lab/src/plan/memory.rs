@@ -73,7 +73,7 @@ pub fn kv_bytes_per_token_layer(arch: &Architecture, layer: &Layer, element_byte
     let elements = match (layer.attention, &arch.latent) {
         (Attention::Latent, Some(l)) => u128::from(l.kv_lora_rank) + u128::from(l.qk_rope_head_dim),
         (Attention::Latent, None) => 0,
-        (Attention::Full | Attention::Sliding(_), _) => {
+        (Attention::Full | Attention::Sliding(_) | Attention::Chunked(_), _) => {
             2 * u128::from(arch.kv_heads) * u128::from(arch.head_dim)
         }
     };
@@ -104,7 +104,7 @@ pub fn kv_cache_bytes(
         .iter()
         .map(|l| {
             let tokens = match (l.attention, windowed) {
-                (Attention::Sliding(w), true) => context.min(w),
+                (Attention::Sliding(w) | Attention::Chunked(w), true) => context.min(w),
                 _ => context,
             };
             Sat(kv_bytes_per_token_layer(arch, l, element_bytes)) * tokens
@@ -178,11 +178,9 @@ pub fn workspace_parts(
     // Sliding-window layers attend through one boolean context x context mask (shared by the
     // batch) once the context passes the window.
     let t = Sat::from(context);
-    let mask = if arch
-        .layer_kinds
-        .iter()
-        .any(|l| matches!(l.attention, Attention::Sliding(w) if w < context))
-    {
+    let mask = if arch.layer_kinds.iter().any(
+        |l| matches!(l.attention, Attention::Sliding(w) | Attention::Chunked(w) if w < context),
+    ) {
         t * t
     } else {
         Sat(0)

@@ -211,6 +211,10 @@ pub struct ArchitectureSummary {
     pub sliding_window_layers: u64,
     /// The window, when any layer has one.
     pub sliding_window: Option<u64>,
+    /// Layers with chunked attention (Llama 4).
+    pub chunked_attention_layers: u64,
+    /// The attention chunk, when any layer has one.
+    pub attention_chunk: Option<u64>,
     /// Routed experts and experts per token, for a mixture of experts.
     pub experts: Option<(u64, u64)>,
     /// `kv_lora_rank + qk_rope_head_dim` for latent attention.
@@ -322,36 +326,134 @@ pub fn plan_model(
                 s.elements
             )));
         }
-        Some(s) => {
-            if s.elements != from_config {
-                let diff = i128::from(s.elements) - i128::from(from_config);
-                notes.push(format!(
-                    "the safetensors headers hold {} elements, the config arithmetic gives {from_config} ({diff:+}); the headers are used",
-                    s.elements
-                ));
+        Some(s) => match loaded_difference(arch, s.elements, from_config) {
+            Some((reason, _)) => {
+                notes.push(reason);
+                from_config
             }
-            s.elements
-        }
+            None => {
+                if s.elements != from_config {
+                    let diff = i128::from(s.elements) - i128::from(from_config);
+                    notes.push(format!(
+                        "the safetensors headers hold {} elements, the config arithmetic gives {from_config} ({diff:+}); the headers are used",
+                        s.elements
+                    ));
+                }
+                s.elements
+            }
+        },
         None => from_config,
     };
-    if let (Some(method), None, WeightsFormat::Stored) =
-        (&arch.quantization, summary, &request.weights)
-    {
+    // An MXFP4 checkpoint left as stored: transformers 5.17 dequantizes its experts to bf16
+    // on load without the `kernels` package (plan::quantization::MXFP4).
+    let mxfp4 = arch.quantization.as_deref() == Some(quantization::MXFP4)
+        && matches!(request.weights, WeightsFormat::Stored);
+    if mxfp4 {
+        let stored = match summary {
+            Some(s) => format!("the safetensors hold {} bytes", s.data_bytes),
+            None => "no safetensors header was read".to_string(),
+        };
         notes.push(format!(
-            "config.json describes a pre-quantized checkpoint ({}) but no safetensors header was read: the weights are counted at the config dtype; give --weights-dtype or --bits for the quantized width",
-            crate::text::excerpt(method)
+            "MXFP4 checkpoint ({stored}): transformers 5.17 dequantizes its experts to bf16 on load unless triton >= 3.4 and the kernels package are installed on a GPU of compute capability 7.5 or more; the weights are counted so, in bf16; kept in MXFP4 they would take at least {} bytes (blocks and scales, float32 expert biases, the rest bf16; the kernels' swizzled layout not counted)",
+            quantization::mxfp4_kept_bytes(arch, &counts)
         ));
     }
+    // A block-scaled FP8 config without headers: planned in FP8 as transformers keeps it on
+    // a GPU of compute capability 8.9 or more (plan::quantization::Fp8).
+    let fp8 = match &request.weights {
+        WeightsFormat::Stored => quantization::fp8(&model.config)?,
+        _ => None,
+    };
+    if fp8.is_some() {
+        let read = match summary {
+            Some(s) => format!("the safetensors hold {} bytes", s.data_bytes),
+            None => "no safetensors header was read".to_string(),
+        };
+        let mtp = if arch.mtp_layers > 0 && summary.is_some() {
+            format!(
+                " (the headers' {} multi-token-prediction layers, which transformers drops on load, are not counted)",
+                arch.mtp_layers
+            )
+        } else {
+            String::new()
+        };
+        notes.push(format!(
+            "FP8 checkpoint ({read}){mtp}: counted as transformers 5.17 keeps it on GPUs of compute capability 8.9 or more (L4, L40S, RTX 4090, H100, H200, B200): float8 matrices with their scales, the rest in bf16; on older GPUs (T4, A10, A100) it dequantizes to bf16, {} bytes of weights",
+            u128::from(from_config) * 2
+        ));
+    }
+    if let (Some(method), None, WeightsFormat::Stored, false) = (
+        &arch.quantization,
+        summary,
+        &request.weights,
+        mxfp4 || fp8.is_some(),
+    ) {
+        // What GPTQ, AWQ or bitsandbytes allocate depends on the kernel their loader picks
+        // (and on tensors only the headers state): refused by name rather than planned at the
+        // config's float dtype.
+        let width = quantization::scheme(&model.config)
+            .filter(|q| q.matrix_bits > Decimal::ONE)
+            .map(|q| {
+                format!(
+                    " ({}: at least {} bits per matrix weight)",
+                    q.reading,
+                    q.matrix_bits.normalize()
+                )
+            })
+            .unwrap_or_default();
+        return Err(Error::usage(format!(
+            "config.json describes a pre-quantized \"{}\" checkpoint{width} and no safetensors header was read: what its loader allocates is not known from the config alone; give the model folder with its safetensors, or --bits or --weights-dtype to plan a width",
+            crate::text::excerpt(method)
+        )));
+    }
     // Stored width: the headers' main dtype, else the config's dtype.
-    let stored = summary
-        .as_ref()
-        .and_then(|s| s.main_dtype())
-        .and_then(normalize_dtype)
-        .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype));
+    let stored = if mxfp4 {
+        Some("bf16")
+    } else {
+        summary
+            .as_ref()
+            .and_then(|s| s.main_dtype())
+            .and_then(normalize_dtype)
+            .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype))
+    };
     let (weights_bytes, weights_format, weight_element_bytes) = match &request.weights {
+        WeightsFormat::Stored if mxfp4 => (
+            whole_bytes(parameters, Decimal::from(16)).ok_or_else(too_big)?,
+            "bf16 (MXFP4 experts dequantized on load)".to_string(),
+            2,
+        ),
+        WeightsFormat::Stored if fp8.is_some() => {
+            let parameter = arch
+                .dtype
+                .as_deref()
+                .and_then(normalize_dtype)
+                .filter(|d| matches!(*d, "fp32" | "bf16" | "fp16"))
+                .map_or(2, element_bytes);
+            let mut bytes: u128 = 0;
+            arch.tensors(&mut |t| {
+                bytes += u128::from(match (&fp8, t.role) {
+                    (_, layout::Role::Buffer(_)) => 0,
+                    (Some(f), layout::Role::Linear) => t.elements.saturating_add(f.scale_bytes_of(&t)),
+                    _ => t.elements.saturating_mul(parameter),
+                });
+            });
+            (
+                u64::try_from(bytes).map_err(|_| too_big())?,
+                "fp8 (as configured: float8 matrices with their block scales)".to_string(),
+                parameter,
+            )
+        }
         WeightsFormat::Stored => match (summary, stored) {
-            (Some(s), Some(name)) => (s.data_bytes, format!("{name} (as stored)"), element_bytes(name)),
-            (Some(s), None) => (s.data_bytes, "as stored".to_string(), 2),
+            (Some(s), Some(name)) => (
+                stored_loaded(s, arch, from_config, element_bytes(name)).ok_or_else(too_big)?,
+                format!("{name} (as stored)"),
+                element_bytes(name),
+            ),
+            (Some(s), None) => (
+                stored_loaded(s, arch, from_config, 2).ok_or_else(too_big)?,
+                "as stored".to_string(),
+                2,
+            ),
             (None, Some(name)) => {
                 let bits = format_bits(name).ok_or_else(too_big)?;
                 if matches!(name, "fp32" | "bf16" | "fp16") {
@@ -394,8 +496,14 @@ pub fn plan_model(
             2,
         ),
     };
-    let (weights_allocated_bytes, weights_reserved_bytes) =
-        on_gpu(arch, &request.weights, weight_element_bytes, weights_bytes).ok_or_else(too_big)?;
+    let (weights_allocated_bytes, weights_reserved_bytes) = on_gpu(
+        arch,
+        &request.weights,
+        weight_element_bytes,
+        weights_bytes,
+        fp8.as_ref(),
+    )
+    .ok_or_else(too_big)?;
     // Activations and the KV cache default to the weights' float width (16 bits for
     // quantized weights).
     let act_bytes = weight_element_bytes.max(2);
@@ -517,6 +625,8 @@ pub fn plan_model(
         tied_embeddings: arch.tied_embeddings,
         sliding_window_layers: arch.sliding_layers() as u64,
         sliding_window: arch.sliding_window(),
+        chunked_attention_layers: arch.chunked_layers() as u64,
+        attention_chunk: arch.attention_chunk(),
         experts: arch.experts.map(|e| (e.routed, e.per_token)),
         latent_kv_width: arch.latent.map(|l| l.kv_lora_rank + l.qk_rope_head_dim),
         latent: arch.latent.map(|l| LatentSummary {
@@ -573,6 +683,7 @@ fn on_gpu(
     format: &WeightsFormat,
     element: u64,
     weights_bytes: u64,
+    fp8: Option<&quantization::Fp8>,
 ) -> Option<(u64, u64)> {
     // Quantized matrices at their bits; everything else (and fp8/int8 checkpoints' norms) in
     // 16 bits; float formats at their width throughout.
@@ -587,11 +698,18 @@ fn on_gpu(
     let mut replay = allocator::CachingAllocator::new();
     let mut parameters: u128 = 0;
     arch.tensors(&mut |t| {
-        let bytes = layout::tensor_bytes(t, parameter, &matrix);
+        // FP8: a float8 byte per matrix weight, then its scales as their own tensor.
+        let (bytes, scales) = match fp8 {
+            Some(f) if t.role == layout::Role::Linear => (t.elements, f.scale_bytes_of(&t)),
+            _ => (layout::tensor_bytes(t, parameter, &matrix), 0),
+        };
         if !matches!(t.role, layout::Role::Buffer(_)) {
-            parameters += u128::from(bytes);
+            parameters += u128::from(bytes) + u128::from(scales);
         }
         replay.allocate(bytes);
+        if scales > 0 {
+            replay.allocate(scales);
+        }
     });
     let rounding = replay.allocated_bytes().checked_sub(parameters)?;
     let caching = replay
@@ -602,6 +720,55 @@ fn on_gpu(
         u64::try_from(allocated).ok()?,
         u64::try_from(allocated.checked_add(caching)?).ok()?,
     ))
+}
+
+/// When unquantized headers differ from the config by exactly what transformers drops or
+/// adds on load, why (for the notes) and the elements the headers hold beyond what is
+/// allocated (negative: fewer): DeepSeek-V3's multi-token-prediction layers (dropped,
+/// [`Architecture::mtp_elements`]); a tied model whose headers also store the output head
+/// (`lm_head.weight`: tied to the embedding, the copy is not allocated); an untied model whose
+/// headers lack it (transformers allocates it, newly initialised, and warns).
+fn loaded_difference(arch: &Architecture, held: u64, config: u64) -> Option<(String, i128)> {
+    if arch.quantization.is_some() || held == config {
+        return None;
+    }
+    let diff = i128::from(held) - i128::from(config);
+    let head = i128::from(arch.vocab) * i128::from(arch.hidden);
+    let mtp = i128::try_from(arch.mtp_elements()).ok()?;
+    if mtp > 0 && diff == mtp {
+        return Some((format!(
+            "the safetensors headers hold {held} elements: the config's {config} and {mtp} of {} multi-token-prediction layer(s) (num_nextn_predict_layers), which transformers does not build and drops on load; the config's parameters are used",
+            arch.mtp_layers
+        ), diff));
+    }
+    if arch.tied_embeddings && diff == head {
+        return Some((format!(
+            "the safetensors headers hold {held} elements: the config's {config} and a stored output head ({} x {}), which transformers ties to the embedding and does not allocate again; the config's parameters are used",
+            arch.vocab, arch.hidden
+        ), diff));
+    }
+    if !arch.tied_embeddings && diff == -head {
+        return Some((format!(
+            "the safetensors headers hold {held} elements, the config's {config} less its untied output head ({} x {}): transformers allocates the head anyway (newly initialised, with a warning), so it is counted",
+            arch.vocab, arch.hidden
+        ), diff));
+    }
+    None
+}
+
+/// The stored bytes of unquantized headers, less what transformers drops on load or plus
+/// what it adds ([`loaded_difference`]), at `width` bytes per element.
+fn stored_loaded(
+    s: &safetensors::Summary,
+    arch: &Architecture,
+    config: u64,
+    width: u64,
+) -> Option<u64> {
+    let bytes = match loaded_difference(arch, s.elements, config) {
+        Some((_, diff)) => i128::from(s.data_bytes) - diff * i128::from(width),
+        None => i128::from(s.data_bytes),
+    };
+    u64::try_from(bytes).ok()
 }
 
 fn element_bytes(name: &str) -> u64 {

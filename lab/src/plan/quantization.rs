@@ -26,7 +26,8 @@
 //! Embeddings stay in 16 bits (every method above replaces `nn.Linear` only); norms and
 //! biases too; the output head and a vision tower at the matrix width (some quantize them).
 
-use super::layout::ParameterCounts;
+use super::family::{Architecture, FeedForward};
+use super::layout::{ParameterCounts, Role, Tensor};
 use super::safetensors::Summary;
 use crate::{Error, Result};
 use rust_decimal::Decimal;
@@ -155,6 +156,137 @@ pub fn check_complete(scheme: &Scheme, counts: &ParameterCounts, headers: &Summa
     )))
 }
 
+/// How transformers 5.17 loads an MXFP4 checkpoint (gpt-oss: `quant_method` "mxfp4", the
+/// experts stored as `*_blocks` U8 `[E, N, K/32, 16]`, two 4-bit elements a byte, and
+/// `*_scales` U8 `[E, N, K/32]`, one 8-bit exponent per 32; everything else bf16), which is
+/// what `lab plan` counts for one when the weights are left as stored.
+///
+/// `Mxfp4HfQuantizer.validate_environment` (`quantizers/quantizer_mxfp4.py`) keeps MXFP4 only
+/// with triton >= 3.4 and the `kernels` package on a GPU of compute capability 7.5 or more;
+/// otherwise, and on the CPU without `use_kernels`, it sets `dequantize` and
+/// `Mxfp4Dequantize` (`integrations/mxfp4.py`, `convert_moe_packed_tensors`, bfloat16)
+/// writes each expert matrix as a bf16 tensor of the unquantized layout. The kit installs
+/// no `kernels` package, so lab plan counts that: every parameter in bf16, the layout
+/// transformers builds without quantization ([`mxfp4_kept_bytes`] gives the other case for
+/// the note).
+pub const MXFP4: &str = "mxfp4";
+
+/// Bytes of an MXFP4 checkpoint as `Mxfp4GptOssExperts` keeps it with the kernels: the
+/// expert matrices as 4-bit blocks plus one byte of scale per 32 elements (`K/2 + K/32`
+/// bytes per `K` elements), the expert biases in float32, every other parameter in bf16. A
+/// lower bound of that case: the triton kernels then swizzle blocks and scales into their
+/// own layout (`swizzle_mxfp4_convertops`), which is not modelled.
+pub fn mxfp4_kept_bytes(arch: &Architecture, counts: &ParameterCounts) -> u128 {
+    let (mut matrices, mut biases) = (0u128, 0u128);
+    if let Some(e) = &arch.experts {
+        let moe = arch
+            .layer_kinds
+            .iter()
+            .filter(|l| l.feed_forward == FeedForward::Experts)
+            .count() as u128;
+        let (h, i, n) = (
+            u128::from(arch.hidden),
+            u128::from(e.intermediate),
+            u128::from(e.routed),
+        );
+        matrices = moe * n * 3 * h * i;
+        biases = moe * n * (2 * i + h);
+    }
+    let bf16 = counts.total().saturating_mul(2);
+    bf16.saturating_sub(matrices * 2) + matrices / 2 + matrices / 32 + biases * 2
+}
+
+/// A block-scaled FP8 checkpoint (`quant_method` "fp8", transformers' `FineGrainedFP8Config`:
+/// DeepSeek-V3, Qwen3-FP8...) as transformers 5.17 keeps it on a GPU of compute capability
+/// 8.9 or more (`FP8Linear` and `FP8Experts`, `integrations/finegrained_fp8.py`): each
+/// converted matrix `[out, in]` as one float8 byte per weight plus `weight_scale_inv`
+/// `[⌈out/b0⌉, ⌈in/b1⌉]` (float32, or one byte with `scale_fmt` "ue8m0"; one scalar without
+/// `weight_block_size`), per expert for stacked experts, and a float32 activation scale each
+/// with `activation_scheme` "static". Under 8.9, or without a GPU, its quantizer dequantizes
+/// to bf16 instead (`quantizer_finegrained_fp8.py`, `validate_environment`). Not modelled: the
+/// floor of two scale rows a fused gate-up stack keeps when `2I` is under one block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fp8 {
+    /// `weight_block_size` (`[b0, b1]`), `None` for one scale per matrix.
+    pub block: Option<(u64, u64)>,
+    /// Bytes of one scale: 4 (float32), 1 (`scale_fmt` "ue8m0").
+    pub scale_bytes: u64,
+    /// `activation_scheme` "static": one float32 activation scale per matrix.
+    pub static_activation: bool,
+}
+
+/// The FP8 block scheme of a config's `quantization_config`, when its method is "fp8".
+///
+/// # Errors
+/// [`Error::Usage`] naming `weight_block_size` when it is not two whole numbers from 1 to
+/// 2^20 (or null), `scale_fmt` or `activation_scheme` when not a string.
+pub fn fp8(config: &Value) -> Result<Option<Fp8>> {
+    let Some(q) = config.get("quantization_config").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    if q.get("quant_method").and_then(Value::as_str) != Some("fp8") {
+        return Ok(None);
+    }
+    let block = match q.get("weight_block_size") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(b)) if b.len() == 2 => {
+            let dim = |v: &Value| v.as_u64().filter(|n| (1..=1 << 20).contains(n));
+            match (dim(&b[0]), dim(&b[1])) {
+                (Some(r), Some(c)) => Some((r, c)),
+                _ => None,
+            }
+            .ok_or_else(|| bad_block(&b[..]))
+            .map(Some)?
+        }
+        Some(other) => return Err(bad_block(std::slice::from_ref(other))),
+    };
+    let text = |key: &str| match q.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(Error::usage(format!(
+            "config.json: \"{key}\" in quantization_config must be a string, found {}",
+            crate::text::excerpt(&other.to_string())
+        ))),
+    };
+    Ok(Some(Fp8 {
+        block,
+        scale_bytes: if text("scale_fmt")? == Some("ue8m0") {
+            1
+        } else {
+            4
+        },
+        static_activation: text("activation_scheme")? == Some("static"),
+    }))
+}
+
+fn bad_block(found: &[Value]) -> Error {
+    Error::usage(format!(
+        "config.json: \"weight_block_size\" in quantization_config must be two whole numbers such as [128, 128], found {}",
+        crate::text::excerpt(&Value::Array(found.to_vec()).to_string())
+    ))
+}
+
+impl Fp8 {
+    /// Bytes of the scales that go with one converted matrix `t` (its [`Tensor::tail`]
+    /// tiled by the block, per stacked expert), activation scales included; 0 for a
+    /// tensor that is not a decoder matrix.
+    pub fn scale_bytes_of(&self, t: &Tensor) -> u64 {
+        if t.role != Role::Linear {
+            return 0;
+        }
+        let tiles = match self.block {
+            Some((b0, b1)) => t.tail.0.div_ceil(b0).saturating_mul(t.tail.1.div_ceil(b1)),
+            None => 1,
+        };
+        let activation = if self.static_activation { 4 } else { 0 };
+        t.stack().saturating_mul(
+            tiles
+                .saturating_mul(self.scale_bytes)
+                .saturating_add(activation),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +395,50 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("; 1 bytes are missing"), "{e}");
+    }
+
+    /// FP8 scales per matrix: whole tiles of the last two dimensions, per stacked expert, one
+    /// byte each with ue8m0, plus a float32 activation scale each when static; nothing for a
+    /// tensor that is not a decoder matrix.
+    #[test]
+    fn fp8_scales_tile_each_matrix() {
+        use crate::plan::layout::Sink;
+        let q = |extra: &str| {
+            fp8(&serde_json::from_str(&format!(
+                r#"{{"quantization_config":{{"quant_method":"fp8","weight_block_size":[128,128]{extra}}}}}"#
+            ))
+            .unwrap())
+            .unwrap()
+            .unwrap()
+        };
+        let mut tensors = Vec::new();
+        {
+            let mut visit = |t: Tensor| tensors.push(t);
+            let mut t = Sink::new(&mut visit);
+            t.linear(&[576, 7168]); // DeepSeek-V3's kv_a_proj_with_mqa: 5 x 56 tiles
+            t.linear(&[8, 256, 256]); // 8 experts of 2 x 2 tiles
+            t.other(&[7168]);
+        }
+        let f = q("");
+        let bytes: Vec<u64> = tensors.iter().map(|t| f.scale_bytes_of(t)).collect();
+        assert_eq!(bytes, [5 * 56 * 4, 8 * 4 * 4, 0]);
+        let f = q(r#","scale_fmt":"ue8m0","activation_scheme":"static""#);
+        let bytes: Vec<u64> = tensors.iter().map(|t| f.scale_bytes_of(t)).collect();
+        assert_eq!(bytes, [5 * 56 + 4, 8 * (4 + 4), 0]);
+        let per_tensor = fp8(&serde_json::from_str(
+            r#"{"quantization_config":{"quant_method":"fp8","weight_block_size":null}}"#,
+        )
+        .unwrap())
+        .unwrap()
+        .unwrap();
+        assert_eq!(per_tensor.scale_bytes_of(&tensors[1]), 8 * 4);
+        assert_eq!(
+            fp8(
+                &serde_json::from_str(r#"{"quantization_config":{"quant_method":"gptq"}}"#)
+                    .unwrap()
+            )
+            .unwrap(),
+            None
+        );
     }
 }

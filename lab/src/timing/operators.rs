@@ -110,7 +110,8 @@ pub fn from_architecture(arch: &Architecture) -> Shape {
         .iter()
         .map(|kind| {
             let window = match kind.attention {
-                LayerAttention::Sliding(w) => Some(w),
+                // A chunk bounds the keys a query attends to as a window does.
+                LayerAttention::Sliding(w) | LayerAttention::Chunked(w) => Some(w),
                 LayerAttention::Full | LayerAttention::Latent => None,
             };
             let latent = match kind.attention {

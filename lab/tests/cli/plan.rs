@@ -74,6 +74,11 @@ fn known_parameter_counts_per_family() {
         ("qwen1.5-moe-a2.7b", 14315784192),
         // Granite-3.3-8B-Instruct, tied embeddings.
         ("granite-3.3-8b-instruct", 8170864640),
+        // gpt-oss-20b ("20.91B"), its MXFP4 experts counted as parameters.
+        ("gpt-oss-20b", 20914757184),
+        // Llama 4 Scout and Maverick with their vision towers ("109B", "400B").
+        ("llama-4-scout-17b-16e", 108641793536),
+        ("llama-4-maverick-17b-128e", 401583781376),
     ] {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");
@@ -424,6 +429,7 @@ fn write_safetensors(path: &std::path::Path, tensors: &[(&str, &str, &[u64])]) {
     for (name, dtype, shape) in tensors {
         let width = match *dtype {
             "F32" | "I32" => 4,
+            "U8" | "I8" | "F8_E4M3" => 1,
             _ => 2,
         };
         let bytes = shape.iter().product::<u64>() * width;
@@ -966,4 +972,292 @@ fn training_text_has_no_kv_cache_line() {
         seen += 1;
     }
     assert!(seen >= 16, "{seen} example models");
+}
+
+/// An MXFP4 checkpoint (gpt-oss) is counted as transformers 5.17 loads it without the
+/// `kernels` package: experts dequantized, every parameter in bf16, from the config alone or
+/// beside headers holding the packed blocks and scales; the note gives the stored bytes and
+/// the kept-MXFP4 figure.
+#[test]
+fn mxfp4_experts_are_counted_dequantized_as_transformers_loads_them() {
+    let shipped = models().join("gpt-oss-20b");
+    let p = plan_json(&["--model", shipped.to_str().unwrap()]);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 20914757184u64);
+    assert_eq!(
+        p["weights_format"],
+        "bf16 (MXFP4 experts dequantized on load)"
+    );
+    assert_eq!(p["kv_dtype"], "bf16");
+    let note = p["notes"][0].as_str().unwrap();
+    // bf16 everywhere but the experts' 19,110,297,600 matrix elements at half a byte plus a
+    // byte per 32, and their 6,635,520 biases in float32: the released 13.8 GB.
+    assert!(note.contains("at least 13774535808 bytes"), "{note}");
+    assert!(note.contains("no safetensors header was read"), "{note}");
+    // A tiny gpt-oss folder with the checkpoint's packed tensors: 2 layers, hidden 64, 4
+    // experts of 64, 4 heads of 16, 2 KV heads, vocabulary 128.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"gpt_oss","hidden_size":64,"intermediate_size":64,"num_hidden_layers":2,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":128,
+"num_local_experts":4,"num_experts_per_tok":2,"quantization_config":{"quant_method":"mxfp4"}}"#,
+    )
+    .unwrap();
+    let mut tensors: Vec<(String, &str, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), "BF16", vec![128, 64]),
+        ("lm_head.weight".into(), "BF16", vec![128, 64]),
+    ];
+    for l in 0..2 {
+        let at = |n: &str| format!("model.layers.{l}.{n}");
+        tensors.extend([
+            (at("self_attn.q_proj.weight"), "BF16", vec![64, 64]),
+            (at("self_attn.k_proj.weight"), "BF16", vec![32, 64]),
+            (at("self_attn.v_proj.weight"), "BF16", vec![32, 64]),
+            (at("self_attn.o_proj.weight"), "BF16", vec![64, 64]),
+            (
+                at("mlp.experts.gate_up_proj_blocks"),
+                "U8",
+                vec![4, 128, 2, 16],
+            ),
+            (at("mlp.experts.gate_up_proj_scales"), "U8", vec![4, 128, 2]),
+            (at("mlp.experts.down_proj_blocks"), "U8", vec![4, 64, 2, 16]),
+            (at("mlp.experts.down_proj_scales"), "U8", vec![4, 64, 2]),
+        ]);
+    }
+    let refs: Vec<(&str, &str, &[u64])> = tensors
+        .iter()
+        .map(|(n, t, s)| (n.as_str(), *t, s.as_slice()))
+        .collect();
+    write_safetensors(&d.join("model.safetensors"), &refs);
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    // Per layer: attention 2 x 64 x 64 + 2 x 32 x 64 and biases 64 + 2 x 32 + 64, sinks 4,
+    // router 4 x 64 + 4, experts 4 x 64 x 128 + 4 x 128 + 4 x 64 x 64 + 4 x 64, two norms.
+    let layer = 12288 + 192 + 4 + 260 + 32768 + 512 + 16384 + 256 + 128;
+    let params = 2 * layer + 2 * 128 * 64 + 64;
+    assert_eq!(p["parameters"], params);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * params);
+    let stored = p["headers"]["data_bytes"].as_u64().unwrap();
+    assert!(stored < 2 * params);
+    let note = p["notes"].as_array().unwrap();
+    assert!(
+        note.iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains(&format!("the safetensors hold {stored} bytes"))),
+        "{note:?}"
+    );
+}
+
+/// Headers whose elements differ from the config by exactly what transformers drops or adds
+/// on load are planned as it allocates: a tied head stored anyway (not allocated again), an
+/// untied head missing (allocated, newly initialised), DeepSeek-V3's multi-token-prediction
+/// layer (dropped); any other difference keeps the headers' count.
+#[test]
+fn headers_beyond_or_short_of_what_transformers_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Tensors of these element counts, F16, the first named as the embedding.
+    let write = |counts: &[u64]| {
+        let names: Vec<String> = (0..counts.len())
+            .map(|i| format!("model.layers.0.t{i}.weight"))
+            .collect();
+        let shapes: Vec<[u64; 1]> = counts.iter().map(|c| [*c]).collect();
+        let tensors: Vec<(&str, &str, &[u64])> = names
+            .iter()
+            .zip(&shapes)
+            .map(|(n, s)| (n.as_str(), "F16", &s[..]))
+            .collect();
+        write_safetensors(&d.join("model.safetensors"), &tensors);
+    };
+    let plan = || plan_json(&["--model", d.to_str().unwrap()]);
+    let note = |p: &Value| p["notes"][0].as_str().unwrap_or_default().to_string();
+    // Tied (90,432 less the 128 x 64 head = 82,240), the head stored too.
+    tiny_llama(d, r#","tie_word_embeddings":true"#);
+    write(&[82240, 8192]);
+    let p = plan();
+    assert_eq!(p["parameters"], 82240);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 82240);
+    assert!(
+        note(&p).contains("a stored output head (128 x 64)"),
+        "{}",
+        note(&p)
+    );
+    // Untied, the head missing from the headers.
+    tiny_llama(d, "");
+    write(&[82240]);
+    let p = plan();
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 90432);
+    assert!(
+        note(&p).contains("less its untied output head"),
+        "{}",
+        note(&p)
+    );
+    // Any other difference: the headers are used, as before.
+    write(&[82240, 10]);
+    let p = plan();
+    assert_eq!(p["parameters"], 82250);
+    assert!(
+        note(&p).contains("(-8182); the headers are used"),
+        "{}",
+        note(&p)
+    );
+    // DeepSeek-V3 (the synthetic config: 3 layers of hidden 256, vocabulary 1000,
+    // num_nextn_predict_layers 1) with its MTP layer 3 in the headers: one expert layer
+    // (attention 112,800, experts 8 x 256 x 256 + 8 x 256 x 128, router 8 x 256 + 8, shared
+    // expert 3 x 128 x 256, two norms: 1,000,104) and its embedding and head 2 x 1000 x 256,
+    // eh_proj 256 x 512 and three norms (643,840).
+    let v3 = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/module-order/synthetic-deepseek-v3/config.json"),
+    )
+    .unwrap();
+    std::fs::write(d.join("config.json"), &v3).unwrap();
+    let mtp = 1_000_104 + 643_840;
+    write(&[3_018_992, mtp]);
+    let p = plan();
+    assert_eq!(p["parameters"], 3_018_992);
+    assert_eq!(p["memory"]["weights_bytes"], 2 * 3_018_992u64);
+    assert!(
+        note(&p).contains("and 1643944 of 1 multi-token-prediction layer(s)"),
+        "{}",
+        note(&p)
+    );
+    // Stating no MTP layer: the same headers are used as they are.
+    std::fs::write(
+        d.join("config.json"),
+        v3.replace(
+            "\"num_nextn_predict_layers\": 1",
+            "\"num_nextn_predict_layers\": 0",
+        ),
+    )
+    .unwrap();
+    assert_eq!(plan()["parameters"], 3_018_992 + mtp);
+}
+
+/// A block-scaled FP8 config (DeepSeek-V3's quantization_config) is planned in FP8 as
+/// transformers keeps it on a GPU of compute capability 8.9 or more: a float8 byte per matrix
+/// weight plus a float32 scale per 128 x 128 tile (a partial tile counts whole), the rest in
+/// bf16; with headers too (their multi-token-prediction layer not counted).
+#[test]
+fn fp8_block_configs_are_planned_in_fp8() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fp8 = |extra: &str| {
+        format!(
+            r#","quantization_config":{{"quant_method":"fp8","activation_scheme":"dynamic","weight_block_size":[128,128]{extra}}}"#
+        )
+    };
+    // The tiny Llama: 14 matrices of at most 128 x 128, one tile each; 73,728 matrix weights,
+    // the rest (embedding, head, norms) 16,704 in 16 bits.
+    tiny_llama(d, &fp8(""));
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 90432);
+    assert_eq!(p["memory"]["weights_bytes"], 73728 + 14 * 4 + 16704 * 2);
+    assert_eq!(
+        p["weights_format"],
+        "fp8 (as configured: float8 matrices with their block scales)"
+    );
+    assert!(p["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("dequantizes to bf16, 180864 bytes"));
+    // One-byte scales (ue8m0), and a float32 activation scale per matrix (static).
+    tiny_llama(
+        d,
+        &fp8(r#","scale_fmt":"ue8m0","activation_scheme":"static""#)
+            .replace(r#""activation_scheme":"dynamic","#, ""),
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(
+        p["memory"]["weights_bytes"],
+        73728 + 14 * (1 + 4) + 16704 * 2
+    );
+    for bad in [r#"[128]"#, r#"[128,0]"#, r#""128""#] {
+        tiny_llama(
+            d,
+            &format!(
+                r#","quantization_config":{{"quant_method":"fp8","weight_block_size":{bad}}}"#
+            ),
+        );
+        refused(d, &[], 2, "\"weight_block_size\" in quantization_config");
+    }
+    // With headers (the matrices in float8, the rest in 16 bits, 14 scales, and 5000 more
+    // elements the config does not describe): the weights are still what the loader builds.
+    tiny_llama(d, &fp8(""));
+    write_safetensors(
+        &d.join("model.safetensors"),
+        &[
+            ("model.layers.0.mlp.down_proj.weight", "F8_E4M3", &[73728]),
+            ("model.embed_tokens.weight", "F16", &[16704]),
+            (
+                "model.layers.0.mlp.down_proj.weight_scale_inv",
+                "F32",
+                &[14],
+            ),
+            ("model.layers.2.extra", "F16", &[5000]),
+        ],
+    );
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["memory"]["weights_bytes"], 73728 + 14 * 4 + 16704 * 2);
+    assert!(p["notes"].as_array().unwrap().iter().any(|n| n
+        .as_str()
+        .unwrap()
+        .contains("FP8 checkpoint (the safetensors hold 117192 bytes)")));
+    // DeepSeek-V3 (61 layers, hidden 7168, 256 experts of 2048): 671,026,419,200 parameters,
+    // 669,065,609,216 of them in matrices (one byte each) with 163,352,928 bytes of float32
+    // tile scales, 1,960,809,984 in 16 bits (embedding, head, norms, routers): 673,150,582,112
+    // bytes (the checkpoint stores its MTP layer too, which transformers does not build).
+    std::fs::remove_file(d.join("model.safetensors")).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"deepseek_v3","hidden_size":7168,"intermediate_size":18432,"moe_intermediate_size":2048,
+"num_hidden_layers":61,"num_attention_heads":128,"num_key_value_heads":128,"n_routed_experts":256,
+"n_shared_experts":1,"first_k_dense_replace":3,"moe_layer_freq":1,"num_experts_per_tok":8,
+"q_lora_rank":1536,"kv_lora_rank":512,"qk_rope_head_dim":64,"qk_nope_head_dim":128,"v_head_dim":128,
+"vocab_size":129280,"tie_word_embeddings":false,"torch_dtype":"bfloat16","num_nextn_predict_layers":1,
+"quantization_config":{"activation_scheme":"dynamic","fmt":"e4m3","quant_method":"fp8","weight_block_size":[128,128]}}"#,
+    )
+    .unwrap();
+    let p = plan_json(&["--model", d.to_str().unwrap()]);
+    assert_eq!(p["parameters"], 671026419200u64);
+    assert_eq!(p["memory"]["weights_bytes"], 673150582112u64);
+}
+
+/// A GPTQ, AWQ, bitsandbytes or compressed-tensors config without headers is refused naming
+/// the format (what its loader allocates depends on tensors and kernels the config does not
+/// state), never planned at the config's float dtype; with --bits or --weights-dtype it is
+/// planned at that width.
+#[test]
+fn config_only_packed_formats_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (q, needle) in [
+        (
+            r#"{"quant_method":"gptq","bits":4,"group_size":128}"#,
+            r#"pre-quantized "gptq" checkpoint (4 bits, groups of 128: at least 4.15625 bits per matrix weight)"#,
+        ),
+        (
+            r#"{"quant_method":"awq","w_bit":4,"q_group_size":64}"#,
+            r#""awq" checkpoint (4 bits, groups of 64: at least 4.3125 bits"#,
+        ),
+        (
+            r#"{"quant_method":"bitsandbytes","load_in_4bit":true}"#,
+            r#""bitsandbytes" checkpoint (4-bit: at least 4.125 bits"#,
+        ),
+        (
+            r#"{"quant_method":"hqq"}"#,
+            r#"pre-quantized "hqq" checkpoint and no safetensors header"#,
+        ),
+    ] {
+        tiny_llama(d, &format!(r#","quantization_config":{q}"#));
+        let e = refused(d, &[], 2, needle);
+        assert!(
+            e.contains("give the model folder with its safetensors"),
+            "{e}"
+        );
+        let p = plan_json(&["--model", d.to_str().unwrap(), "--bits", "4.5"]);
+        assert_eq!(p["weights_format"], "4.5 bits per matrix weight");
+    }
 }

@@ -366,9 +366,13 @@ fn quantized_headers_must_hold_what_the_format_packs() {
         refused(sized(need * 9 / 10).path(), 2, "bytes are missing");
         refused(sized(need - 1).path(), 2, "; 1 bytes are missing");
         let plan = planned(sized(need).path());
-        assert_eq!(
-            plan["memory"]["weights_bytes"], need as u64,
-            "{quantization}"
-        );
+        // FP8 blocks are counted as transformers allocates them, from the config, with the
+        // headers or without them; the other formats as stored.
+        let expected = if quantization.contains("\"fp8\"") {
+            planned(folder(&config, &[]).path())["memory"]["weights_bytes"].clone()
+        } else {
+            Value::from(need as u64)
+        };
+        assert_eq!(plan["memory"]["weights_bytes"], expected, "{quantization}");
     }
 }

@@ -294,7 +294,7 @@ fn architecture_line(a: &plan::ArchitectureSummary) -> String {
         ),
     };
     format!(
-        "  hidden {}, {} layers, {attention}, intermediate {}, vocabulary {}{}{}{}",
+        "  hidden {}, {} layers, {attention}, intermediate {}, vocabulary {}{}{}{}{}",
         a.hidden_size,
         a.layers,
         a.intermediate_size,
@@ -306,6 +306,10 @@ fn architecture_line(a: &plan::ArchitectureSummary) -> String {
         },
         match a.sliding_window {
             Some(w) => format!(", window {w} on {} layers", a.sliding_window_layers),
+            None => String::new(),
+        },
+        match a.attention_chunk {
+            Some(c) => format!(", chunks of {c} on {} layers", a.chunked_attention_layers),
             None => String::new(),
         },
         match a.experts {

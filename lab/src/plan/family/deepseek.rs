@@ -109,6 +109,15 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     if let Some(e) = &experts {
         check_experts(e)?;
     }
+    // The class's num_mtp_layers, stored as num_nextn_predict_layers (its attribute map);
+    // absent, 1 for V3. Only the headers' accounting reads it (plan::mtp).
+    if family == Family::DeepseekV3 && experts.is_some() {
+        arch.mtp_layers = match f.get("num_nextn_predict_layers") {
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => 0,
+            None => f.optional("num_mtp_layers")?.unwrap_or(1),
+            Some(_) => f.required("num_nextn_predict_layers")?,
+        };
+    }
     arch.experts = experts;
     arch.layer_kinds = (0..count)
         .map(|i| Layer {

@@ -9,7 +9,7 @@
 //! is taken, as the public multimodal configs (gemma-3-4b-it...) rely on.
 
 use super::{attention, attention_pattern, decoder, dense, gated_mlp, layer_norms, qk_norms};
-use super::{slide_where, Architecture, ClassDefaults, Family, Layer, Vision};
+use super::{slide_where, Architecture, ClassDefaults, Family, Layer, Tower, Vision};
 use crate::plan::config::{Fields, MAX_LAYERS};
 use crate::plan::layout::Sink;
 use crate::{Error, Result};
@@ -59,7 +59,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         }))
     })?;
     arch.layer_kinds = dense(pattern);
-    arch.vision = vision;
+    arch.vision = vision.map(Tower::Siglip);
     arch.norms_per_layer = 4;
     arch.qk_norm = true;
     arch.embedding_scale = true;

@@ -16,8 +16,10 @@ mod deepseek;
 mod gemma;
 mod gemma2;
 mod gemma3;
+mod gpt_oss;
 mod granite;
 mod llama;
+mod llama4;
 mod mistral;
 mod mixtral;
 mod olmo2;
@@ -87,6 +89,9 @@ families! {
     Qwen2Moe => qwen2_moe, "qwen2_moe";
     Granite => granite, "granite";
     Olmo2 => olmo2, "olmo2";
+    GptOss => gpt_oss, "gpt_oss";
+    Llama4Text => llama4, "llama4_text";
+    Llama4 => llama4, "llama4";
 }
 
 impl Family {
@@ -115,6 +120,11 @@ pub enum Attention {
     Full,
     /// At most this many tokens are kept (sliding-window attention).
     Sliding(u64),
+    /// Chunked attention (Llama 4's `attention_chunk_size`): each token attends within its
+    /// chunk, and transformers caches such a layer as a sliding window of the chunk's size
+    /// (`DynamicSlidingWindowLayer` for `chunked_attention`, `cache_utils.py`), so at most this
+    /// many tokens are kept.
+    Chunked(u64),
     /// Multi-head latent attention: every token kept as one compressed latent plus its
     /// rotary key, `kv_lora_rank + qk_rope_head_dim` elements ([`Latent`]).
     Latent,
@@ -186,6 +196,40 @@ pub struct Vision {
     pub head: bool,
 }
 
+/// Llama 4's vision tower (`Llama4VisionConfig`, `Llama4VisionModel`) and its projector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Llama4Vision {
+    /// Width of the vision encoder.
+    pub hidden: u64,
+    /// Vision encoder layers.
+    pub layers: u64,
+    /// Attention heads of the encoder (they size the 2-D rotary table `freqs_ci`).
+    pub heads: u64,
+    /// Encoder feed-forward intermediate size (also the pixel-shuffle adapter's input).
+    pub intermediate: u64,
+    /// Input image side in pixels.
+    pub image_size: u64,
+    /// Patch side in pixels.
+    pub patch_size: u64,
+    /// Colour channels.
+    pub channels: u64,
+    /// The adapter's output width (`projector_input_dim`).
+    pub projector_input: u64,
+    /// The adapter's second projection width (`projector_output_dim`).
+    pub projector_output: u64,
+    /// The projector's input width (`vision_output_dim`).
+    pub output: u64,
+}
+
+/// The vision tower of a multimodal checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tower {
+    /// SigLIP and the Gemma 3 projector.
+    Siglip(Vision),
+    /// Llama 4's tower and projector.
+    Llama4(Llama4Vision),
+}
+
 /// The architecture facts of one model (its text decoder, and a vision tower if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Architecture {
@@ -228,10 +272,13 @@ pub struct Architecture {
     /// Whether the rotary frequencies are kept once per attention kind the layers use
     /// (Gemma 3: full and sliding) rather than once.
     pub rotary_per_attention_kind: bool,
+    /// Multi-token-prediction layers the checkpoint stores after the decoder layers
+    /// (DeepSeek-V3's `num_nextn_predict_layers`), which transformers does not build.
+    pub mtp_layers: u64,
     /// The configured storage dtype (`dtype` or `torch_dtype`), when stated.
     pub dtype: Option<String>,
-    /// Vision tower of a multimodal checkpoint (Gemma 3): SigLIP facts.
-    pub vision: Option<Vision>,
+    /// Vision tower of a multimodal checkpoint (Gemma 3, Llama 4).
+    pub vision: Option<Tower>,
     /// `quantization_config.quant_method` of a pre-quantized checkpoint (GPTQ, AWQ...), whose
     /// safetensors hold packed storage rather than one element per parameter.
     pub quantization: Option<String>,
@@ -248,8 +295,10 @@ impl Architecture {
     /// buffers, the untied output head.
     pub fn tensors(&self, visit: &mut dyn FnMut(Tensor)) {
         let mut t = Sink::new(visit);
-        if let Some(vision) = &self.vision {
-            gemma3::vision_tower(vision, self.hidden, &mut t);
+        match &self.vision {
+            Some(Tower::Siglip(vision)) => gemma3::vision_tower(vision, self.hidden, &mut t),
+            Some(Tower::Llama4(vision)) => llama4::vision_tower(vision, self.hidden, &mut t),
+            None => {}
         }
         t.emit(Role::Embedding, &[self.vocab, self.hidden]);
         if self.embedding_scale {
@@ -278,6 +327,29 @@ impl Architecture {
         }
     }
 
+    /// Elements of the multi-token-prediction layers ([`Architecture::mtp_layers`]) a
+    /// DeepSeek-V3 checkpoint stores as `model.layers.{num_hidden_layers}.*`: each a decoder
+    /// layer with experts plus its own `embed_tokens` and `shared_head.head` (`V x H`),
+    /// `eh_proj` (`H x 2H`), `enorm`, `hnorm` and `shared_head.norm` (`H` each). transformers
+    /// 5.17 builds none of them: they are unexpected keys, dropped on load
+    /// (`DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected`).
+    pub fn mtp_elements(&self) -> u128 {
+        if self.mtp_layers == 0 {
+            return 0;
+        }
+        let one = ParameterCounts::of(|visit| {
+            let mut t = Sink::new(visit);
+            let layer = Layer {
+                attention: Attention::Latent,
+                feed_forward: FeedForward::Experts,
+            };
+            self.family.layer(self, &layer, &mut t);
+        });
+        let (v, h) = (u128::from(self.vocab), u128::from(self.hidden));
+        let layer = one.embedding + one.output_head + one.linear + one.other + one.vision;
+        u128::from(self.mtp_layers) * (layer + 2 * v * h + 2 * h * h + 3 * h)
+    }
+
     /// The parameters by role: the sums over [`Architecture::tensors`].
     pub fn parameter_counts(&self) -> Counts128 {
         ParameterCounts::of(|visit| self.tensors(visit))
@@ -295,7 +367,23 @@ impl Architecture {
     pub fn sliding_window(&self) -> Option<u64> {
         self.layer_kinds.iter().find_map(|l| match l.attention {
             Attention::Sliding(w) => Some(w),
-            Attention::Full | Attention::Latent => None,
+            Attention::Full | Attention::Chunked(_) | Attention::Latent => None,
+        })
+    }
+
+    /// Layers with chunked attention.
+    pub fn chunked_layers(&self) -> usize {
+        self.layer_kinds
+            .iter()
+            .filter(|l| matches!(l.attention, Attention::Chunked(_)))
+            .count()
+    }
+
+    /// The attention chunk, when some layer has one.
+    pub fn attention_chunk(&self) -> Option<u64> {
+        self.layer_kinds.iter().find_map(|l| match l.attention {
+            Attention::Chunked(w) => Some(w),
+            _ => None,
         })
     }
 }
@@ -417,6 +505,7 @@ fn decoder(
         fused_gate_up: false,
         embedding_scale: false,
         rotary_per_attention_kind: false,
+        mtp_layers: 0,
         dtype,
         vision: None,
         quantization,
@@ -430,6 +519,7 @@ fn decoder(
 /// [`Error::Usage`] when `quantization_config` is not an object or its `quant_method` not
 /// a string (transformers reads both so).
 fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
+    mlx_packing(top)?;
     match top.get("quantization_config") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(q)) => match q.get("quant_method") {
@@ -447,6 +537,38 @@ fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
             crate::text::excerpt(&other.to_string())
         ))),
     }
+}
+
+/// Refuses an MLX checkpoint (mlx-lm): a top-level `quantization` object with `bits` and
+/// `group_size`, which mlx-lm writes (also copied into a `quantization_config` with no
+/// `quant_method`). Its matrices are packed 32 / bits to a uint32 with a 16-bit scale and
+/// bias per group (`mlx.core.quantize`), a layout transformers does not load: its
+/// `quantization_config` needs a `quant_method` (`AutoQuantizationConfig.from_dict`) and
+/// without one the packed tensors do not match the model's shapes.
+///
+/// # Errors
+/// [`Error::Usage`] naming the format and the width to plan it with (`bits + 32/group`).
+fn mlx_packing(top: &Map<String, Value>) -> Result<()> {
+    let Some(Value::Object(q)) = top.get("quantization") else {
+        return Ok(());
+    };
+    let named = |k: &str| q.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
+    let (Some(bits), Some(group)) = (named("bits"), named("group_size")) else {
+        return Ok(());
+    };
+    let stated = top
+        .get("quantization_config")
+        .and_then(|c| c.get("quant_method"))
+        .is_some();
+    if stated {
+        return Ok(());
+    }
+    let width = rust_decimal::Decimal::from(bits)
+        + rust_decimal::Decimal::from(32) / rust_decimal::Decimal::from(group);
+    Err(Error::usage(format!(
+        "config.json describes an MLX checkpoint (mlx-lm \"quantization\": {bits} bits, groups of {group}; no quant_method), packed as uint32 words with a 16-bit scale and bias per group, which transformers does not load; plan the original (unquantized) checkpoint's config, with --bits {} for this packing's matrix width",
+        width.normalize()
+    )))
 }
 
 /// The number of layers as a length, refusing an implausible count ([`MAX_LAYERS`]).

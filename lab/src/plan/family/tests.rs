@@ -86,6 +86,27 @@ fn shipped_configs_count_their_public_parameters_and_kv_cache() {
             15_706_484_224,
             31_104,
         ),
+        // The model card's 20.91B; 24 layers of 8 KV heads of 64.
+        (
+            "gpt-oss-20b",
+            shipped!("gpt-oss-20b"),
+            20_914_757_184,
+            49_152,
+        ),
+        // 109B and 400B with the vision tower (the checkpoints' headers say 108.64B and
+        // 401.58B); 48 layers of 8 KV heads of 128.
+        (
+            "llama-4-scout-17b-16e",
+            shipped!("llama-4-scout-17b-16e"),
+            108_641_793_536,
+            196_608,
+        ),
+        (
+            "llama-4-maverick-17b-128e",
+            shipped!("llama-4-maverick-17b-128e"),
+            401_583_781_376,
+            196_608,
+        ),
     ] {
         let a = arch(text);
         assert_eq!(parameters(&a), params, "{name}");
@@ -392,10 +413,25 @@ fn base(family: Family) -> serde_json::Value {
         Family::Qwen3Moe => serde_json::json!({
             "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
             "decoder_sparse_step": 1, "mlp_only_layers": [1], "use_sliding_window": true}),
+        Family::GptOss => serde_json::json!({"num_local_experts": 4, "num_experts_per_tok": 2}),
+        Family::Llama4Text | Family::Llama4 => serde_json::json!({
+            "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size_mlp": 96,
+            "interleave_moe_layer_step": 2, "attention_chunk_size": 8, "no_rope_layers": [1, 0]}),
         _ => serde_json::json!({}),
     };
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
+    }
+    if family == Family::Llama4 {
+        let text = v.clone();
+        v = serde_json::json!({"model_type": "llama4", "text_config": text,
+            "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "intermediate_size": 64, "image_size": 32, "patch_size": 16, "num_channels": 3,
+            "projector_input_dim": 48, "projector_output_dim": 48, "vision_output_dim": 48}});
+        v["text_config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("model_type");
     }
     if family == Family::Gemma3 {
         let text = v.clone();
@@ -420,7 +456,7 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
         read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
         let scope = |v: &mut serde_json::Value| -> serde_json::Map<String, serde_json::Value> {
             match family {
-                Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+                Family::Gemma3 | Family::Llama4 => v["text_config"].as_object().unwrap().clone(),
                 _ => v.as_object().unwrap().clone(),
             }
         };
@@ -441,7 +477,7 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
             };
             let mut bad = good.clone();
             match family {
-                Family::Gemma3 => bad["text_config"][&key] = wrong.clone(),
+                Family::Gemma3 | Family::Llama4 => bad["text_config"][&key] = wrong.clone(),
                 _ => bad[&key] = wrong.clone(),
             }
             if key == "quantization_config" {
@@ -449,7 +485,7 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
             }
             if key == "layer_types" {
                 match family {
-                    Family::Gemma3 => {
+                    Family::Gemma3 | Family::Llama4 => {
                         bad["text_config"][&key] = serde_json::json!("full_attention")
                     }
                     _ => bad[&key] = serde_json::json!("full_attention"),
@@ -461,6 +497,9 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
                 family,
                 Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite | Family::Olmo2
             ) && matches!(key.as_str(), "sliding_window" | "layer_types");
+            // Llama 4 has chunks, not windows.
+            let ignored = ignored
+                || matches!(family, Family::Llama4 | Family::Llama4Text) && key == "sliding_window";
             match read(&bad) {
                 Ok(_) if ignored => {}
                 Ok(_) => panic!("{family:?}: {key} = {wrong} was accepted"),
@@ -480,14 +519,16 @@ fn an_absent_or_null_field_is_planned_or_refused_by_name() {
     for family in Family::ALL.iter().copied() {
         let good = base(family);
         let inner = |v: &serde_json::Value| match family {
-            Family::Gemma3 => v["text_config"].as_object().unwrap().clone(),
+            Family::Gemma3 | Family::Llama4 => v["text_config"].as_object().unwrap().clone(),
             _ => v.as_object().unwrap().clone(),
         };
         for key in inner(&good).keys().filter(|k| *k != "model_type") {
             for null in [false, true] {
                 let mut changed = good.clone();
                 let target = match family {
-                    Family::Gemma3 => changed["text_config"].as_object_mut().unwrap(),
+                    Family::Gemma3 | Family::Llama4 => {
+                        changed["text_config"].as_object_mut().unwrap()
+                    }
                     _ => changed.as_object_mut().unwrap(),
                 };
                 if null {
@@ -705,4 +746,226 @@ fn qwen1_5_moe_by_hand() {
         ),
     ));
     assert!(e.contains("use_sliding_window is not true"), "{e}");
+}
+
+/// gpt-oss: gpt-oss-120b is the 20b's config with 36 layers and 128 experts (the model card's
+/// 116.83B), sliding on even layers when `layer_types` is absent, window 128; attention biases
+/// unless the config says false; each refusal names its field.
+#[test]
+fn gpt_oss_layers_sinks_and_refusals() {
+    let twenty: serde_json::Value = serde_json::from_str(shipped!("gpt-oss-20b")).unwrap();
+    let mut big = twenty.clone();
+    big["num_hidden_layers"] = 36.into();
+    big["num_local_experts"] = 128.into();
+    big.as_object_mut().unwrap().remove("layer_types");
+    let a = read(&big).unwrap();
+    assert_eq!(parameters(&a), 116_829_156_672);
+    assert_eq!((a.sliding_layers(), a.sliding_window()), (18, Some(128)));
+    assert_eq!(a.layer_kinds[0].attention, Attention::Sliding(128));
+    assert_eq!(a.layer_kinds[1].attention, Attention::Full);
+    // At 32K tokens: 18 full layers keep 32768 tokens, 18 sliding ones 128; 2 x 8 x 64 x 2 B.
+    assert_eq!(
+        kv_cache_bytes(&a, 2, 1, 32_768, true),
+        (18 * 32_768 + 18 * 128) * 2048
+    );
+    // By hand, per layer: q, o 2880 x 4096, k, v 2880 x 512 and their biases, 64 sinks, the
+    // router 32 x 2880 + 32, the experts 32 x 2880 x 5760 and 32 x 2880 x 2880 with biases
+    // 32 x 5760 and 32 x 2880, two norms.
+    let attention = 2 * 2880 * 4096 + 2 * 2880 * 512 + 4096 + 2 * 512 + 2880 + 64;
+    let moe = 32 * 2880 + 32 + 32 * 2880 * 8640 + 32 * 8640;
+    let layer = attention + moe + 2 * 2880;
+    assert_eq!(
+        parameters(&read(&twenty).unwrap()),
+        24 * layer + 2 * 201_088 * 2880 + 2880
+    );
+    // attention_bias false drops the four biases of every layer.
+    let mut plain = twenty.clone();
+    plain["attention_bias"] = false.into();
+    assert_eq!(
+        parameters(&read(&plain).unwrap()),
+        20_914_757_184 - 24 * (4096 + 2 * 512 + 2880)
+    );
+    // Every field has a class default: the bare model_type is GptOssConfig(), the 120b shape.
+    let bare = arch(r#"{"model_type":"gpt_oss"}"#);
+    assert_eq!(parameters(&bare), 116_829_156_672);
+    for (field, value, needle) in [
+        ("head_dim", serde_json::Value::Null, "\"head_dim\" is null"),
+        (
+            "num_key_value_heads",
+            serde_json::Value::Null,
+            "\"num_key_value_heads\" is null",
+        ),
+        (
+            "num_experts",
+            7.into(),
+            "num_experts 7 and num_local_experts 32 disagree",
+        ),
+        (
+            "sliding_window",
+            serde_json::Value::Null,
+            "layer_types has sliding_attention but no sliding_window",
+        ),
+        (
+            "num_experts_per_tok",
+            33.into(),
+            "num_experts_per_tok 33 must be from 1 to the 32 experts",
+        ),
+    ] {
+        let mut bad = twenty.clone();
+        bad[field] = value;
+        let e = read(&bad).unwrap_err().to_string();
+        assert!(e.contains(needle), "{field}: {e}");
+    }
+    // num_experts alone is the class's attribute map for num_local_experts.
+    let mut spelled = twenty.clone();
+    spelled.as_object_mut().unwrap().remove("num_local_experts");
+    spelled["num_experts"] = 32.into();
+    assert_eq!(parameters(&read(&spelled).unwrap()), 20_914_757_184);
+}
+
+/// Llama 4: Scout has experts on every layer and Maverick on every other one (dense layers of
+/// `intermediate_size_mlp`); three layers in four are chunked (the rotary ones of the default
+/// `no_rope_layers`), their cache bounded by the 8192-token chunk.
+#[test]
+fn llama4_interleaved_experts_and_chunked_attention() {
+    let scout = arch(shipped!("llama-4-scout-17b-16e"));
+    let maverick = arch(shipped!("llama-4-maverick-17b-128e"));
+    for a in [&scout, &maverick] {
+        assert_eq!((a.chunked_layers(), a.attention_chunk()), (36, Some(8192)));
+        assert_eq!(a.layer_kinds[3].attention, Attention::Full);
+        assert_eq!(a.layer_kinds[4].attention, Attention::Chunked(8192));
+        assert_eq!(a.sliding_layers(), 0);
+        // At 128K: 12 full layers keep every token, 36 chunked ones 8192; 2 x 8 x 128 x 2 B.
+        assert_eq!(
+            kv_cache_bytes(a, 2, 1, 131_072, true),
+            (12 * 131_072 + 36 * 8192) * 4096
+        );
+        assert_eq!(kv_cache_bytes(a, 2, 1, 131_072, false), 48 * 131_072 * 4096);
+    }
+    let moe = |a: &Architecture| {
+        a.layer_kinds
+            .iter()
+            .filter(|l| l.feed_forward == FeedForward::Experts)
+            .count()
+    };
+    assert_eq!((moe(&scout), moe(&maverick)), (48, 24));
+    assert_eq!(maverick.layer_kinds[0].feed_forward, FeedForward::Dense);
+    assert_eq!(maverick.layer_kinds[1].feed_forward, FeedForward::Experts);
+    // Maverick by hand: attention 5120 x (5120 + 2 x 1024 + 5120), two norms; 24 dense layers
+    // of 3 x 5120 x 16384; 24 expert layers of 128 x 3 x 5120 x 8192, the router 128 x 5120
+    // and the shared expert 3 x 5120 x 8192; untied 202048 x 5120 twice; the tower
+    // 1,088,519,296 (34 layers of 1408 and the adapter) and the projector 5120 x 4096.
+    let attention = 5120 * (5120 + 2 * 1024 + 5120) + 2 * 5120;
+    let dense = attention + 3 * 5120 * 16_384;
+    let experts = attention + 128 * 3 * 5120 * 8192 + 128 * 5120 + 3 * 5120 * 8192;
+    let text = 24 * dense + 24 * experts + 2 * 202_048 * 5120 + 5120;
+    let vision = 827_904
+        + 4 * 1408
+        + 34 * (4 * (1408 * 1408 + 1408) + 2 * 5632 * 1408 + 5632 + 1408 + 4 * 1408)
+        + 5632 * 4096
+        + 4096 * 4096
+        + 1408
+        + 577 * 1408
+        + 5120 * 4096;
+    assert_eq!(parameters(&maverick), text + vision);
+    assert_eq!(maverick.parameter_counts().narrow().unwrap().vision, vision);
+    // The text model alone (llama4_text), as a fine-tuned text-only checkpoint states it.
+    let text_only = |extra: &str| {
+        let full: serde_json::Value =
+            serde_json::from_str(shipped!("llama-4-maverick-17b-128e")).unwrap();
+        let mut t = full["text_config"].clone();
+        let more: serde_json::Value = serde_json::from_str(&format!("{{{extra}}}")).unwrap();
+        for (k, v) in more.as_object().unwrap() {
+            t[k] = v.clone();
+        }
+        read(&t).map_err(|e| e.to_string())
+    };
+    assert_eq!(parameters(&text_only("").unwrap()), text);
+    // Tied in text_config: the head is the embedding, listed once.
+    assert_eq!(
+        parameters(&text_only(r#""tie_word_embeddings":true"#).unwrap()),
+        text - 202_048 * 5120
+    );
+    // moe_layers, when listed, wins over the step; empty no_rope_layers is the default.
+    let listed = text_only(r#""moe_layers":[0],"no_rope_layers":[]"#).unwrap();
+    assert_eq!(listed.layer_kinds[0].feed_forward, FeedForward::Experts);
+    assert_eq!(listed.layer_kinds[1].feed_forward, FeedForward::Dense);
+    assert_eq!(listed.chunked_layers(), 36);
+    // A null chunk: every layer full when layer_types says so, refused when some is chunked.
+    let types = serde_json::to_string(&vec!["full_attention"; 48]).unwrap();
+    let full = text_only(&format!(
+        r#""attention_chunk_size":null,"layer_types":{types}"#
+    ))
+    .unwrap();
+    assert_eq!(full.chunked_layers(), 0);
+    for (extra, needle) in [
+        (
+            r#""attention_chunk_size":null"#,
+            "\"attention_chunk_size\" is null",
+        ),
+        (
+            r#""no_rope_layers":[1,0]"#,
+            "\"no_rope_layers\" lists 2 layers but num_hidden_layers is 48",
+        ),
+        (
+            r#""no_rope_layer_interval":0"#,
+            "\"no_rope_layer_interval\" must be a whole number",
+        ),
+        (r#""head_dim":null"#, "\"head_dim\" is null"),
+        (
+            r#""interleave_moe_layer_step":0"#,
+            "\"interleave_moe_layer_step\"",
+        ),
+    ] {
+        let e = text_only(extra).unwrap_err();
+        assert!(e.contains(needle), "{extra}: {e}");
+    }
+    let sliding = serde_json::to_string(&vec!["sliding_attention"; 48]).unwrap();
+    let e = text_only(&format!(r#""layer_types":{sliding}"#)).unwrap_err();
+    assert!(
+        e.contains("unknown layer type \"sliding_attention\""),
+        "{e}"
+    );
+    // The multimodal config needs both of its parts.
+    for part in ["text_config", "vision_config"] {
+        let mut v: serde_json::Value =
+            serde_json::from_str(shipped!("llama-4-scout-17b-16e")).unwrap();
+        v.as_object_mut().unwrap().remove(part);
+        let e = read(&v).unwrap_err().to_string();
+        assert!(e.contains(&format!("has no \"{part}\" object")), "{e}");
+    }
+}
+
+/// An MLX (mlx-lm) checkpoint's config is refused naming the format and its width (bits plus
+/// a 16-bit scale and bias per group), with or without the copy in `quantization_config`;
+/// a `quantization` object beside a named `quant_method` is that method's.
+#[test]
+fn mlx_packing_is_refused_by_name() {
+    let llama = |extra: &str| {
+        read(
+            &serde_json::from_str(&format!(
+                r#"{{"model_type":"llama","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
+"num_attention_heads":4,"vocab_size":128{extra}}}"#
+            ))
+            .unwrap(),
+        )
+        .map_err(|e| e.to_string())
+    };
+    for (extra, width) in [
+        (r#","quantization":{"group_size":64,"bits":4}"#, "4.5"),
+        (
+            r#","quantization":{"group_size":32,"bits":8},"quantization_config":{"group_size":32,"bits":8}"#,
+            "9",
+        ),
+    ] {
+        let e = llama(extra).unwrap_err();
+        assert!(e.contains("an MLX checkpoint (mlx-lm"), "{e}");
+        assert!(e.contains(&format!("with --bits {width} for")), "{e}");
+    }
+    let named = llama(
+        r#","quantization":{"group_size":64,"bits":4},"quantization_config":{"quant_method":"awq","bits":4}"#,
+    )
+    .unwrap();
+    assert_eq!(named.quantization.as_deref(), Some("awq"));
+    assert!(llama(r#","quantization":{"note":"none"}"#).is_ok());
 }
