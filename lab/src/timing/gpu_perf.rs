@@ -143,10 +143,11 @@ pub struct GpuPerf {
     pub decode_attention_band: Band,
     /// `measured`, `carried over` or `assumed`.
     pub efficiency_label: String,
-    /// Launch cost per kernel in eager execution, microseconds.
+    /// Host cost per kernel launched eagerly, microseconds (a step is at least its launches).
     #[serde(with = "rust_decimal::serde::str")]
     pub eager_launch_us: Decimal,
-    /// Launch cost per kernel replayed from a CUDA graph, microseconds.
+    /// Time per kernel of a replayed CUDA graph of tiny kernels, microseconds: the least GPU
+    /// time any kernel takes in the expected figures (eager or replayed).
     #[serde(with = "rust_decimal::serde::str")]
     pub graph_launch_us: Decimal,
     /// Vendor documents.

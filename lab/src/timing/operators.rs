@@ -19,16 +19,22 @@
 //!   residual adds read 2H and write H, rotary reads and writes queries and keys, SiLU·mul
 //!   reads 2I and writes I);
 //! - the output head on the last position of each sequence (`m = b`), `k = H`, `n = V`.
+//!
+//! That list is the ideal engine's ([`Engine::Ideal`], the ceiling's). [`Engine::Transformers`]
+//! (the expected figures) lists what transformers runs instead ([`super::engine`]): one
+//! product per projection matrix, decode attention over the whole static cache with the keys
+//! and values repeated to every query head, the window's roll, the decompressed latent cache,
+//! two grouped expert products and the counted elementwise kernels and bytes.
 
 use super::engine::{self, Engine};
 use super::Architecture;
 use crate::plan::family::{Attention as LayerAttention, FeedForward as LayerFeedForward};
 use rust_decimal::Decimal;
 
-/// Kernels of one decoder layer besides its matrix products and attention, as eager
-/// `transformers` runs a Llama layer (two RMSNorms of 6 kernels, rotary embedding 10, two
-/// residual adds, SiLU and multiply, two cache writes): 26. An assumed count (see
-/// `docs/PLANNING.md`), used only for the launch term.
+/// Kernels of one decoder layer besides its matrix products and attention in the ideal
+/// engine's list: 26 (two norms of 6, rotary 10, two residual adds, SiLU and multiply, two
+/// cache writes). The ceiling has no launch cost, so it only labels the operators; the
+/// expected figures count transformers' kernels ([`engine::kernels_per_layer`]).
 pub const ELEMENTWISE_KERNELS_PER_LAYER: u64 = 26;
 
 /// A weight matrix: `k` inputs, `n` outputs.
