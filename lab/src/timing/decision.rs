@@ -35,6 +35,7 @@
 //! bought again for consecutive packages. Costs are predictions labelled with their profile;
 //! they never fill the cost per accepted result (`docs/PROTOCOL.md §5`).
 
+use super::engine::Engine;
 use super::gpu_perf::{Format, GpuPerf};
 use super::operators::{self, Shape, Step, Widths};
 use super::roofline::{self, Basis, Profile, Rates};
@@ -60,6 +61,35 @@ pub fn round(v: Decimal, dp: u32) -> Decimal {
     let mut r = v.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
     r.rescale(dp);
     r
+}
+
+/// A duration for text, with its unit and a precision that keeps it meaningful, rounded
+/// half-to-even: under a minute in seconds to 3 significant digits (`0.0421 s`, `12.3 s`),
+/// under an hour in minutes to 1 decimal (`12.5 min`), else in hours to 2 decimals
+/// (`4.77 h`). Zero is `0 s`.
+pub fn duration(seconds: Decimal) -> String {
+    let minute = Decimal::from(60);
+    let hour = Decimal::from(HOUR);
+    if seconds >= hour {
+        return format!("{} h", round(seconds / hour, 2));
+    }
+    if seconds >= minute {
+        return format!("{} min", round(seconds / minute, 1));
+    }
+    if seconds <= Decimal::ZERO {
+        return "0 s".to_string();
+    }
+    // Places so that three significant digits remain: 12.3 → 1, 0.0421 → 4.
+    let mut places = 2u32;
+    let mut bound = Decimal::ONE;
+    while seconds < bound && places < 20 {
+        bound /= Decimal::TEN;
+        places += 1;
+    }
+    if seconds >= Decimal::TEN {
+        places = 1;
+    }
+    format!("{} s", round(seconds, places))
 }
 
 /// Memory needs at batch 1 and 2 (every part is affine in the batch).
@@ -150,6 +180,9 @@ pub struct Speed {
     /// Hours the whole workload takes on one package's lots, 2 decimals.
     #[serde(with = "rust_decimal::serde::str")]
     pub hours: Decimal,
+    /// The same duration in seconds, 6 decimals (what the text shows with [`duration`]).
+    #[serde(with = "rust_decimal::serde::str")]
+    pub seconds: Decimal,
 }
 
 /// One way to use a lot (or a few lots for a pipeline).
@@ -199,6 +232,9 @@ pub struct Finish {
     /// decimals: the low end of the finish's range.
     #[serde(with = "rust_decimal::serde::str")]
     pub ceiling_hours: Decimal,
+    /// The expected duration in seconds, 6 decimals.
+    #[serde(with = "rust_decimal::serde::str")]
+    pub seconds: Decimal,
     /// Cost, cents.
     pub cost_cents: i64,
     /// Cost, USD, 2 decimals.
@@ -634,8 +670,13 @@ fn inference_steps(
         Decimal::from(p - 1)
             * (bytes / (inputs.network_gb_s * Decimal::from(1_000_000_000u64)) + r.latency)
     };
+    // The ceiling runs the ideal engine's operators; the expected figure transformers'.
+    let engine = match r.basis {
+        Basis::Ceiling => Engine::Ideal,
+        Basis::Expected => Engine::Transformers,
+    };
     let run = |step: Step| {
-        let ops = operators::step_ops(&inputs.shape, step, &inputs.widths);
+        let ops = operators::step_ops(&inputs.shape, step, &inputs.widths, engine);
         let tokens = step.batch * step.new;
         roofline::step_seconds(
             &ops,
@@ -649,10 +690,13 @@ fn inference_steps(
             inputs.widths.activation,
         ) + hop(tokens)
     };
+    // A static cache of `max_cache_len` = I + O tokens.
+    let cache = input + output;
     let prefill = run(Step {
         batch,
         new: input,
         past: 0,
+        cache,
     });
     // The prefill yields the first output token; the O − 1 others are decode steps after
     // I .. I + O − 2 cached tokens, timed at the middle one.
@@ -660,6 +704,7 @@ fn inference_steps(
         batch,
         new: 1,
         past: input + output.saturating_sub(2) / 2,
+        cache,
     });
     (prefill, decode)
 }
@@ -820,6 +865,7 @@ fn speed(
                 tpot_s: round(decode, 6),
                 workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
+                seconds: round(seconds, 6),
             })
         }
         Workload::Training {
@@ -844,6 +890,7 @@ fn speed(
                 tpot_s: round(zero, 6),
                 workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
+                seconds: round(seconds, 6),
             })
         }
     }
@@ -942,6 +989,18 @@ fn finish(
         l,
     )?
     .hours;
+    let seconds = speed(
+        inputs,
+        gpu,
+        format,
+        Basis::Expected,
+        s.tensor_parallel,
+        s.replicas_per_lot.max(1),
+        s.lots_per_replica,
+        s.batch,
+        l,
+    )?
+    .seconds;
     Some(Finish {
         basis: Basis::Expected,
         profile: inputs.profile,
@@ -949,8 +1008,33 @@ fn finish(
         packages: k,
         hours,
         ceiling_hours,
+        seconds,
         cost_cents: cents,
         cost_usd: Decimal::new(cents, 2),
         how,
     })
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::duration;
+    use rust_decimal::Decimal;
+
+    #[test]
+    fn durations_keep_three_significant_digits_below_a_minute_and_a_unit_always() {
+        let d = |s: &str| duration(s.parse::<Decimal>().unwrap());
+        assert_eq!(d("0"), "0 s");
+        assert_eq!(d("0.004215"), "0.00422 s");
+        assert_eq!(d("0.0421"), "0.0421 s");
+        assert_eq!(d("0.5"), "0.500 s");
+        assert_eq!(d("1.2345"), "1.23 s");
+        // Half-to-even at the kept digit.
+        assert_eq!(d("1.125"), "1.12 s");
+        assert_eq!(d("12.34"), "12.3 s");
+        assert_eq!(d("59.96"), "60.0 s");
+        assert_eq!(d("60"), "1.0 min");
+        assert_eq!(d("750"), "12.5 min");
+        assert_eq!(d("3600"), "1.00 h");
+        assert_eq!(d("17172"), "4.77 h");
+    }
 }

@@ -62,7 +62,8 @@ pub const LINKS: [&str; 9] = [
     "xgmi-pair",
 ];
 
-/// Where an efficiency factor comes from.
+/// Where an efficiency factor comes from: `measured` on that GPU, `carried over` (the
+/// H200's measured fractions of the peaks and fixed kernel costs, transferred), `assumed`.
 pub const LABELS: [&str; 3] = ["measured", "carried over", "assumed"];
 
 /// Largest file read, bytes (1 MiB).
@@ -133,19 +134,20 @@ pub struct GpuPerf {
     pub bandwidth_efficiency: Decimal,
     /// Its band.
     pub bandwidth_band: Band,
-    /// Expected fraction of peak bandwidth at which decode attention reads a grouped-query
-    /// cache in this engine (`transformers` SDPA over a static cache, keys and values
-    /// repeated to every query head: far below a paged-attention kernel's).
+    /// Expected fraction of peak bandwidth at which SDPA's decode call reads the keys and
+    /// values of every query head (the slope of `examples/h200/time/calibration-attention.csv`
+    /// on the H200; its fixed time and `repeat_kv`'s copy are in [`super::engine`]).
     #[serde(with = "rust_decimal::serde::str")]
     pub decode_attention_efficiency: Decimal,
     /// Its band.
     pub decode_attention_band: Band,
     /// `measured`, `carried over` or `assumed`.
     pub efficiency_label: String,
-    /// Launch cost per kernel in eager execution, microseconds.
+    /// Host cost per kernel launched eagerly, microseconds (a step is at least its launches).
     #[serde(with = "rust_decimal::serde::str")]
     pub eager_launch_us: Decimal,
-    /// Launch cost per kernel replayed from a CUDA graph, microseconds.
+    /// Time per kernel of a replayed CUDA graph of tiny kernels, microseconds: the least GPU
+    /// time any kernel takes in the expected figures (eager or replayed).
     #[serde(with = "rust_decimal::serde::str")]
     pub graph_launch_us: Decimal,
     /// Vendor documents.
@@ -449,11 +451,11 @@ mod tests {
                 "efficiency_label",
             ),
             (
-                good.replacen(",0.769,0.50-0.85,", ",1.5,0.50-0.85,", 1),
+                good.replacen(",0.809,0.50-0.85,", ",1.5,0.50-0.85,", 1),
                 "at most 1",
             ),
             (
-                good.replacen(",0.769,0.50-0.85,", ",0.769,0.80-0.90,", 1),
+                good.replacen(",0.809,0.50-0.85,", ",0.809,0.82-0.90,", 1),
                 "compute_band",
             ),
             (

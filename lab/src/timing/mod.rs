@@ -3,6 +3,7 @@
 //!
 //! - [`gpu_perf`]: bandwidth, tensor throughput, link and efficiency factors per GPU
 //!   (`data/gpu-perf.csv`);
+//! - [`engine`]: what the measured engine (`transformers`) runs and its measured factors;
 //! - [`operators`]: the architecture as per-layer operators ([`operators::from_architecture`]
 //!   is the one adapter to the plan's architecture struct) and one step's FLOPs and bytes;
 //! - [`roofline`]: per-operator roofline, ceiling and expected, tensor parallel;
@@ -14,6 +15,7 @@
 //! tokens per second to 1, hours to 2, USD as stated per field); counts stay integers.
 
 pub mod decision;
+pub mod engine;
 pub mod gpu_perf;
 pub mod operators;
 pub mod picture;

@@ -19,15 +19,22 @@
 //!   residual adds read 2H and write H, rotary reads and writes queries and keys, SiLU·mul
 //!   reads 2I and writes I);
 //! - the output head on the last position of each sequence (`m = b`), `k = H`, `n = V`.
+//!
+//! That list is the ideal engine's ([`Engine::Ideal`], the ceiling's). [`Engine::Transformers`]
+//! (the expected figures) lists what transformers runs instead ([`super::engine`]): one
+//! product per projection matrix, decode attention over the whole static cache with the keys
+//! and values repeated to every query head, the window's roll, the decompressed latent cache,
+//! two grouped expert products and the counted elementwise kernels and bytes.
 
+use super::engine::{self, Engine};
 use super::Architecture;
 use crate::plan::family::{Attention as LayerAttention, FeedForward as LayerFeedForward};
 use rust_decimal::Decimal;
 
-/// Kernels of one decoder layer besides its matrix products and attention, as eager
-/// `transformers` runs a Llama layer (two RMSNorms of 6 kernels, rotary embedding 10, two
-/// residual adds, SiLU and multiply, two cache writes): 26. An assumed count (see
-/// `docs/PLANNING.md`), used only for the launch term.
+/// Kernels of one decoder layer besides its matrix products and attention in the ideal
+/// engine's list: 26 (two norms of 6, rotary 10, two residual adds, SiLU and multiply, two
+/// cache writes). The ceiling has no launch cost, so it only labels the operators; the
+/// expected figures count transformers' kernels ([`engine::kernels_per_layer`]).
 pub const ELEMENTWISE_KERNELS_PER_LAYER: u64 = 26;
 
 /// A weight matrix: `k` inputs, `n` outputs.
@@ -100,6 +107,13 @@ pub struct Shape {
     pub kv_heads: u64,
     /// Query heads.
     pub heads: u64,
+    /// Whether the engine runs queries/keys/values and gate/up as one product each (Phi-3's
+    /// `qkv_proj` and `gate_up_proj`), rather than one product per matrix.
+    pub fused_projections: bool,
+    /// RMSNorms of width H per decoder layer.
+    pub norms: u64,
+    /// Whether queries and keys have their own RMSNorm (Qwen3, Gemma 3).
+    pub qk_norm: bool,
 }
 
 /// The adapter: the plan's [`Architecture`] as per-layer operators.
@@ -212,6 +226,9 @@ pub fn from_architecture(arch: &Architecture) -> Shape {
         layers,
         kv_heads: arch.kv_heads,
         heads: arch.heads,
+        fused_projections: arch.fused_gate_up,
+        norms: arch.norms_per_layer,
+        qk_norm: arch.qk_norm,
     }
 }
 
@@ -227,6 +244,14 @@ pub enum Kind {
     DecodeAttention,
     /// Norms and elementwise work (kept whole on every GPU).
     Elementwise,
+    /// Grouped expert products (`F.grouped_mm`): the experts a step touches, at the grouped
+    /// factors of [`super::engine`].
+    Grouped,
+    /// `repeat_kv`'s copy of the cached keys and values to every query head (heads split
+    /// like attention).
+    Repeat,
+    /// A full sliding-window layer's roll of its window (split like attention).
+    Roll,
 }
 
 /// One operator of one step.
@@ -244,6 +269,9 @@ pub struct Op {
     pub other_bytes: Decimal,
     /// Kernels launched.
     pub kernels: u64,
+    /// Prefill attention: the keys per query at the longest (`min(p + q, window)`), which
+    /// picks its efficiency; 0 otherwise.
+    pub tokens: u64,
 }
 
 /// Byte widths of one step.
@@ -268,6 +296,10 @@ pub struct Step {
     pub new: u64,
     /// Tokens already cached per sequence.
     pub past: u64,
+    /// Length of the static cache the engine attends over (`max_cache_len`, at least
+    /// `past + new`): transformers' decode reads all of it; the ideal engine reads
+    /// `past + new`.
+    pub cache: u64,
 }
 
 /// `Σ_{i=1..q} min(p + i, w)`: the keys each new query attends to, summed.
@@ -324,11 +356,19 @@ fn matmul(name: &'static str, m: u64, k: u64, n: u64, w: &Widths) -> Op {
         weight_bytes: k * n * w.matrix,
         other_bytes: (m * k + m * n) * w.activation,
         kernels: 1,
+        tokens: 0,
     }
 }
 
-/// The operators of one step, in order, for the whole model.
-pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
+/// The operators of one step, in order, for the whole model, as `engine` runs them.
+pub fn step_ops(shape: &Shape, step: Step, w: &Widths, engine: Engine) -> Vec<Op> {
+    match engine {
+        Engine::Ideal => ideal_ops(shape, step, w),
+        Engine::Transformers => transformers_ops(shape, step, w),
+    }
+}
+
+fn ideal_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
     let n = step.batch * step.new;
     let b = Decimal::from(step.batch);
     let h = shape.hidden;
@@ -340,6 +380,7 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
         weight_bytes: Decimal::ZERO,
         other_bytes: Decimal::TWO * Decimal::from(n) * Decimal::from(h) * w.activation,
         kernels: 1,
+        tokens: 0,
     });
     for layer in &shape.layers {
         for l in &layer.attention_linears {
@@ -389,6 +430,7 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
             weight_bytes: Decimal::ZERO,
             other_bytes: b * kept * read_width + Decimal::from(n) * cache_width + q_and_out,
             kernels: 1,
+            tokens: 0,
         });
         let intermediate = match layer.feed_forward {
             FeedForward::Dense(i) => {
@@ -415,6 +457,7 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
                         * (Decimal::TWO * hd + Decimal::from(3) * id)
                         * w.activation,
                     kernels: 3,
+                    tokens: 0,
                 });
                 if shared > 0 {
                     ops.push(matmul("shared_gate_up", n, h, 2 * shared, w));
@@ -431,8 +474,184 @@ pub fn step_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
             weight_bytes: Decimal::ZERO,
             other_bytes: Decimal::from(n) * Decimal::from(per_token) * w.activation,
             kernels: ELEMENTWISE_KERNELS_PER_LAYER,
+            tokens: 0,
         });
     }
+    let mut head = matmul("head", step.batch, h, shape.vocab, w);
+    head.weight_bytes = Decimal::from(h) * Decimal::from(shape.vocab) * w.head;
+    ops.push(head);
+    ops
+}
+
+/// The operators of one step as transformers runs them ([`super::engine`]): one product per
+/// projection matrix (fused only where the family fuses them), decode attention over the
+/// whole static cache with keys and values repeated to every query head, the window rolled
+/// once full, the decompressed keys and values of latent attention, grouped expert products,
+/// and the layer's elementwise kernels at their counted bytes.
+fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
+    let n = step.batch * step.new;
+    let nd = Decimal::from(n);
+    let b = Decimal::from(step.batch);
+    let h = shape.hidden;
+    let elementwise = |name: &'static str, bytes: Decimal, kernels: u64| Op {
+        name,
+        kind: Kind::Elementwise,
+        flops: Decimal::ZERO,
+        weight_bytes: Decimal::ZERO,
+        other_bytes: bytes,
+        kernels,
+        tokens: 0,
+    };
+    let mut ops = vec![elementwise(
+        "embedding",
+        Decimal::TWO * nd * Decimal::from(h) * w.activation,
+        1,
+    )];
+    for layer in &shape.layers {
+        let a = &layer.attention;
+        let fused = shape.fused_projections && a.latent.is_none();
+        if fused || a.latent.is_some() {
+            for l in &layer.attention_linears {
+                ops.push(matmul(l.name, n, l.k, l.n, w));
+            }
+        } else {
+            let d = a.qk_dim;
+            ops.push(matmul("q", n, h, a.heads * d, w));
+            ops.push(matmul("k", n, h, a.kv_heads * d, w));
+            ops.push(matmul("v", n, h, a.kv_heads * a.v_dim, w));
+            ops.push(matmul("o", n, a.heads * a.v_dim, h, w));
+        }
+        // Latent attention: transformers caches the decompressed keys and values, one per
+        // query head; otherwise the grouped cache.
+        let (kv_heads, width) = match a.latent {
+            Some(_) => (a.heads, a.qk_dim + a.v_dim),
+            None => (a.kv_heads, a.qk_dim + a.v_dim),
+        };
+        let heads = Decimal::from(a.heads);
+        let per_head = Decimal::from(width) * w.kv;
+        let q_and_out = nd * heads * Decimal::from(a.qk_dim + a.v_dim) * w.activation;
+        let written = nd * Decimal::from(kv_heads) * per_head;
+        if step.new == 1 {
+            let cache = step.cache.max(step.past + 1);
+            let kept = Decimal::from(a.window.map_or(cache, |win| cache.min(win)));
+            ops.push(Op {
+                name: "attention",
+                kind: Kind::DecodeAttention,
+                flops: b * kept * Decimal::TWO * heads * Decimal::from(width),
+                weight_bytes: Decimal::ZERO,
+                other_bytes: b * kept * heads * per_head + written + q_and_out,
+                kernels: 1,
+                tokens: 0,
+            });
+            if kv_heads < a.heads {
+                ops.push(Op {
+                    name: "repeat_kv",
+                    kind: Kind::Repeat,
+                    flops: Decimal::ZERO,
+                    weight_bytes: Decimal::ZERO,
+                    other_bytes: b * kept * Decimal::from(kv_heads + a.heads) * per_head,
+                    kernels: 2,
+                    tokens: 0,
+                });
+            }
+            if let Some(win) = a.window.filter(|win| step.past + 1 > *win) {
+                ops.push(Op {
+                    name: "roll",
+                    kind: Kind::Roll,
+                    flops: Decimal::ZERO,
+                    weight_bytes: Decimal::ZERO,
+                    other_bytes: Decimal::from(4)
+                        * b
+                        * Decimal::from(win)
+                        * Decimal::from(kv_heads)
+                        * per_head,
+                    kernels: 4,
+                    tokens: 0,
+                });
+            }
+        } else {
+            let total = step.past + step.new;
+            let kept = a.window.map_or(total, |win| total.min(win));
+            ops.push(Op {
+                name: "attention",
+                kind: Kind::Attention,
+                flops: b
+                    * pairs(step.past, step.new, a.window)
+                    * Decimal::TWO
+                    * heads
+                    * Decimal::from(a.qk_dim + a.v_dim),
+                weight_bytes: Decimal::ZERO,
+                other_bytes: b * Decimal::from(kept) * Decimal::from(kv_heads) * per_head
+                    + written
+                    + q_and_out,
+                kernels: 1,
+                tokens: kept,
+            });
+        }
+        let (intermediate, routing, routed_bytes) = match layer.feed_forward {
+            FeedForward::Dense(i) => {
+                if fused {
+                    ops.push(matmul("gate_up", n, h, 2 * i, w));
+                } else {
+                    ops.push(matmul("gate", n, h, i, w));
+                    ops.push(matmul("up", n, h, i, w));
+                }
+                ops.push(matmul("down", n, i, h, w));
+                (i, 0, Decimal::ZERO)
+            }
+            FeedForward::Experts {
+                routed,
+                per_token,
+                intermediate,
+                shared,
+            } => {
+                ops.push(matmul("router", n, h, routed, w));
+                let touched = distinct_experts(routed, per_token, n);
+                let assignments = nd * Decimal::from(per_token);
+                let (hd, id) = (Decimal::from(h), Decimal::from(intermediate));
+                let grouped = |name, out: Decimal, inp: Decimal| Op {
+                    name,
+                    kind: Kind::Grouped,
+                    flops: Decimal::TWO * assignments * inp * out,
+                    weight_bytes: touched * inp * out * w.matrix,
+                    other_bytes: assignments * (inp + out) * w.activation,
+                    kernels: 1,
+                    tokens: 0,
+                };
+                ops.push(grouped("experts_gate_up", Decimal::TWO * id, hd));
+                ops.push(grouped("experts_down", hd, id));
+                if shared > 0 {
+                    ops.push(matmul("shared_gate", n, h, shared, w));
+                    ops.push(matmul("shared_up", n, h, shared, w));
+                    ops.push(matmul("shared_down", n, shared, h, w));
+                }
+                (
+                    intermediate * per_token + shared,
+                    engine::EXPERT_ROUTING_KERNELS,
+                    assignments * Decimal::from(engine::ROUTING_BYTES_PER_ASSIGNMENT * h),
+                )
+            }
+        };
+        let per_token = engine::elementwise_bytes_per_token(
+            h,
+            shape.norms,
+            a.heads * a.qk_dim,
+            kv_heads * a.qk_dim,
+            intermediate,
+        );
+        // The counted bytes are for 2-byte activations.
+        ops.push(elementwise(
+            "elementwise",
+            (nd * Decimal::from(per_token) + routed_bytes) * w.activation / Decimal::TWO,
+            engine::kernels_per_layer(shape.norms, shape.qk_norm) + routing,
+        ));
+    }
+    // The final RMSNorm, then the head on the last position of each sequence.
+    ops.push(elementwise(
+        "final_norm",
+        nd * Decimal::from(36 * h) * w.activation / Decimal::TWO,
+        8,
+    ));
     let mut head = matmul("head", step.batch, h, shape.vocab, w);
     head.weight_bytes = Decimal::from(h) * Decimal::from(shape.vocab) * w.head;
     ops.push(head);
@@ -500,8 +719,10 @@ mod tests {
                 batch: 1,
                 new: 1,
                 past: 1023,
+                cache: 1024,
             },
             &w,
+            Engine::Ideal,
         );
         let weights: Decimal = ops.iter().map(|o| o.weight_bytes).sum();
         // Parameters without the embedding (a gather, not a read of the table): 8030261248 −
@@ -549,8 +770,10 @@ mod tests {
                     batch,
                     new: 1,
                     past: 100,
+                    cache: 101,
                 },
                 &widths(),
+                Engine::Ideal,
             )
             .iter()
             .filter(|o| o.name == "experts")
@@ -580,8 +803,10 @@ mod tests {
                 batch: 1,
                 new: 1,
                 past: 999,
+                cache: 1000,
             },
             &widths(),
+            Engine::Ideal,
         );
         let att: Vec<&Op> = ops.iter().filter(|o| o.name == "attention").collect();
         assert_eq!(att.len() as u64, arch.layers);
@@ -613,8 +838,10 @@ mod tests {
                 batch: 1,
                 new: 1,
                 past: 20_000,
+                cache: 20_001,
             },
             &widths(),
+            Engine::Ideal,
         );
         let kept: Vec<Decimal> = ops
             .iter()

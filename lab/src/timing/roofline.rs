@@ -1,12 +1,13 @@
 //! The per-operator roofline: each operator takes the larger of its FLOPs over the compute
 //! rate and its bytes over the memory bandwidth; a step is the sum over its operators (not
 //! the larger of the two totals: a step mixes compute-bound and bandwidth-bound operators),
-//! plus, in the expected figure, a launch cost per kernel, and under tensor parallel two
-//! all-reduces per layer over the lot's link.
+//! and under tensor parallel two all-reduces per layer over the lot's link.
 //!
-//! Two figures, never mixed ([`Basis`]): the *ceiling* uses the datasheet peaks at 100 % and
-//! no launch or latency cost, a bound no measurement may beat; the *expected* figure applies
-//! the GPU's efficiency factors and the engine profile's launch cost per kernel.
+//! Two figures, never mixed ([`Basis`]): the *ceiling* uses the datasheet peaks at 100 %,
+//! the ideal engine's operators and no launch or latency cost, a bound no measurement may
+//! beat; the *expected* figure runs transformers' operators at the GPU's efficiency factors
+//! and the engine's measured fixed costs per kernel ([`super::engine`]), and, eager, takes
+//! the host's launches when they are slower than the GPU.
 //!
 //! Tensor parallel over t GPUs (Megatron-LM's split, Shoeybi et al. 2019): matrix products
 //! split their FLOPs and weights by t; attention splits its heads by t and its cache by
@@ -15,6 +16,7 @@
 //! all-reduce moving `2·(t − 1)/t` of them over the link per GPU (NCCL's algorithm). A link
 //! without peer-to-peer goes through host memory: half its bandwidth.
 
+use super::engine;
 use super::gpu_perf::{Format, GpuPerf};
 use super::operators::{Kind, Op};
 use rust_decimal::Decimal;
@@ -57,14 +59,24 @@ pub enum Basis {
 /// Rates of one GPU for one format and basis, in base units (FLOP/s, B/s, seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rates {
-    /// Matrix FLOP/s.
+    /// The basis: the ceiling has no fixed cost per kernel and every rate at its peak.
+    pub basis: Basis,
+    /// Dense tensor FLOP/s at the peak (the engine factors are fractions of it).
+    pub peak_compute: Decimal,
+    /// Memory bytes per second at the peak.
+    pub peak_bandwidth: Decimal,
+    /// Matrix FLOP/s (peak × `compute_efficiency` when expected).
     pub compute: Decimal,
-    /// Memory bytes per second.
+    /// Memory bytes per second (peak × `bandwidth_efficiency` when expected).
     pub bandwidth: Decimal,
     /// Bytes per second at which decode attention reads the cache.
     pub attention_bandwidth: Decimal,
-    /// Seconds per kernel launch.
+    /// Host seconds per kernel launch (eager; 0 when replayed from a graph or at the
+    /// ceiling).
     pub launch: Decimal,
+    /// GPU seconds of the smallest kernel (`graph_launch_us`, measured as a replayed chain of
+    /// tiny kernels); 0 at the ceiling.
+    pub kernel_floor: Decimal,
     /// Link bytes per second per direction (peer-to-peer effective).
     pub link: Decimal,
     /// Seconds per all-reduce (latency).
@@ -78,6 +90,7 @@ pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> O
     let giga = Decimal::from(1_000_000_000u64);
     let micro = Decimal::new(1, 6);
     let peak = gpu.tflops(format)? * tera;
+    let bandwidth = gpu.bandwidth_gb_s * giga;
     let link = gpu.link_gb_s * giga
         / if gpu.peer_to_peer() {
             Decimal::ONE
@@ -86,53 +99,99 @@ pub fn rates(gpu: &GpuPerf, format: Format, basis: Basis, profile: Profile) -> O
         };
     Some(match basis {
         Basis::Ceiling => Rates {
+            basis,
+            peak_compute: peak,
+            peak_bandwidth: bandwidth,
             compute: peak,
-            bandwidth: gpu.bandwidth_gb_s * giga,
-            attention_bandwidth: gpu.bandwidth_gb_s * giga,
+            bandwidth,
+            attention_bandwidth: bandwidth,
             launch: Decimal::ZERO,
+            kernel_floor: Decimal::ZERO,
             link,
             latency: Decimal::ZERO,
         },
         Basis::Expected => Rates {
+            basis,
+            peak_compute: peak,
+            peak_bandwidth: bandwidth,
             compute: peak * gpu.compute_efficiency,
-            bandwidth: gpu.bandwidth_gb_s * giga * gpu.bandwidth_efficiency,
-            attention_bandwidth: gpu.bandwidth_gb_s * giga * gpu.decode_attention_efficiency,
-            launch: micro
-                * match profile {
-                    Profile::Eager => gpu.eager_launch_us,
-                    Profile::CudaGraphs => gpu.graph_launch_us,
-                },
+            bandwidth: bandwidth * gpu.bandwidth_efficiency,
+            attention_bandwidth: bandwidth * gpu.decode_attention_efficiency,
+            launch: match profile {
+                Profile::Eager => micro * gpu.eager_launch_us,
+                Profile::CudaGraphs => Decimal::ZERO,
+            },
+            kernel_floor: micro * gpu.graph_launch_us,
             link,
             latency: micro * Decimal::from(ALLREDUCE_LATENCY_US),
         },
     })
 }
 
-/// One operator's time on one of `t` GPUs: `max(FLOPs / compute, bytes / bandwidth)` plus
-/// its launches.
+/// One operator's GPU seconds on one of `t` GPUs. Ceiling: `max(FLOPs / peak, bytes /
+/// bandwidth)`. Expected, by kind ([`super::engine`]): a product adds its fixed time to its
+/// roofline; a grouped product, decode attention, prefill attention (by its length) and the
+/// cache copies use their own factors; every kernel takes at least the smallest kernel's time.
 pub fn op_seconds(op: &Op, r: &Rates, t: u64, kv_heads: u64, latent: bool) -> Decimal {
     let t = Decimal::from(t.max(1));
-    let mut bandwidth = r.bandwidth;
+    let expected = r.basis == Basis::Expected;
+    let kernels = Decimal::from(op.kernels);
+    let cache_split = if latent {
+        Decimal::ONE
+    } else {
+        t.min(Decimal::from(kv_heads.max(1)))
+    };
     let (flops, bytes) = match op.kind {
-        Kind::Matmul => (op.flops / t, (op.weight_bytes + op.other_bytes) / t),
-        Kind::Attention | Kind::DecodeAttention => {
-            if op.kind == Kind::DecodeAttention {
-                bandwidth = r.attention_bandwidth;
-            }
-            let cache_split = if latent {
-                Decimal::ONE
-            } else {
-                t.min(Decimal::from(kv_heads.max(1)))
-            };
+        Kind::Matmul | Kind::Grouped => (op.flops / t, (op.weight_bytes + op.other_bytes) / t),
+        Kind::Attention | Kind::DecodeAttention | Kind::Repeat | Kind::Roll => {
             (op.flops / t, op.other_bytes / cache_split)
         }
         Kind::Elementwise => (op.flops, op.weight_bytes + op.other_bytes),
     };
-    (flops / r.compute).max(bytes / bandwidth) + r.launch * Decimal::from(op.kernels)
+    if !expected {
+        return (flops / r.compute).max(bytes / r.bandwidth);
+    }
+    let (compute, bandwidth, fixed) = match op.kind {
+        Kind::Matmul => (r.compute, r.bandwidth, engine::PRODUCT_FIXED_S * kernels),
+        Kind::Grouped => (
+            r.peak_compute * engine::GROUPED_COMPUTE,
+            r.peak_bandwidth * engine::GROUPED_BANDWIDTH,
+            engine::GROUPED_FIXED_S * kernels,
+        ),
+        Kind::Attention => (
+            r.peak_compute * engine::prefill_attention_efficiency(op.tokens),
+            r.bandwidth,
+            Decimal::ZERO,
+        ),
+        Kind::DecodeAttention => (
+            r.compute,
+            r.attention_bandwidth,
+            engine::DECODE_ATTENTION_FIXED_S,
+        ),
+        Kind::Repeat => (
+            r.compute,
+            r.peak_bandwidth * engine::REPEAT_COPY_BANDWIDTH,
+            Decimal::ZERO,
+        ),
+        Kind::Roll => (
+            r.compute,
+            r.peak_bandwidth * engine::ROLL_COPY_BANDWIDTH,
+            Decimal::ZERO,
+        ),
+        Kind::Elementwise => (r.compute, r.bandwidth, Decimal::ZERO),
+    };
+    let roof = (flops / compute).max(bytes / bandwidth) + fixed;
+    roof.max(r.kernel_floor * kernels)
 }
 
-/// A step's seconds on a tensor-parallel group of `t` GPUs: its operators summed, plus two
-/// all-reduces per layer of `tokens·hidden·activation` bytes.
+/// Host seconds the step's launches take (eager): kernels × launch cost.
+pub fn host_seconds(ops: &[Op], r: &Rates) -> Decimal {
+    Decimal::from(ops.iter().map(|o| o.kernels).sum::<u64>()) * r.launch
+}
+
+/// A step's seconds on a tensor-parallel group of `t` GPUs: its operators' GPU time summed
+/// (or, eager, the host's launches when slower), plus two all-reduces per layer of
+/// `tokens·hidden·activation` bytes.
 #[allow(clippy::too_many_arguments)]
 pub fn step_seconds(
     ops: &[Op],
@@ -145,11 +204,12 @@ pub fn step_seconds(
     hidden: u64,
     activation: Decimal,
 ) -> Decimal {
-    let compute: Decimal = ops
+    let gpu: Decimal = ops
         .iter()
         .map(|o| op_seconds(o, r, t, kv_heads, latent))
         .sum();
-    compute + allreduce_seconds(r, t, layers, tokens, hidden, activation)
+    // Eager: the host launches ahead of the GPU, so the step is the slower of the two.
+    gpu.max(host_seconds(ops, r)) + allreduce_seconds(r, t, layers, tokens, hidden, activation)
 }
 
 /// `2·layers` ring all-reduces of `tokens·hidden·activation` bytes over `t` GPUs.
@@ -193,6 +253,7 @@ mod tests {
             weight_bytes: Decimal::from(bytes),
             other_bytes: Decimal::ZERO,
             kernels: 1,
+            tokens: 0,
         }
     }
 
@@ -215,13 +276,52 @@ mod tests {
         );
         // 1 ms + 1 ms; the max of the totals would say 1 ms.
         assert_eq!(step, Decimal::new(2, 3));
-        // Expected: slower by the factors, plus one launch each.
+        // Expected: slower by the factors (measured on the H200), plus each product's fixed
+        // 6.5 us; the two eager launches (2 × 13.3 us) hide behind the GPU.
         let e = rates(&gpu("h200"), Format::Bf16, Basis::Expected, Profile::Eager).unwrap();
-        let x = step_seconds(&[a, b], &e, 1, 8, false, 1, 1, 1, Decimal::TWO);
-        let by_hand = Decimal::new(1, 3) / "0.769".parse::<Decimal>().unwrap()
-            + Decimal::new(1, 3) / "0.87".parse::<Decimal>().unwrap()
-            + Decimal::new(266, 7);
+        let x = step_seconds(
+            &[a.clone(), b.clone()],
+            &e,
+            1,
+            8,
+            false,
+            1,
+            1,
+            1,
+            Decimal::TWO,
+        );
+        let by_hand = Decimal::new(1, 3) / "0.809".parse::<Decimal>().unwrap()
+            + Decimal::new(1, 3) / "0.854".parse::<Decimal>().unwrap()
+            + Decimal::new(130, 7);
         assert_eq!(x, by_hand);
+        // A host-bound step: 100 tiny kernels take 100 launches of 13.3 us eager, 100 × 1.6 us
+        // replayed from a graph.
+        let tiny = Op {
+            kind: Kind::Elementwise,
+            kernels: 100,
+            ..op(Kind::Elementwise, 0, 1000)
+        };
+        let eager = step_seconds(
+            std::slice::from_ref(&tiny),
+            &e,
+            1,
+            8,
+            false,
+            1,
+            1,
+            1,
+            Decimal::TWO,
+        );
+        assert_eq!(eager, Decimal::new(1330, 6));
+        let g = rates(
+            &gpu("h200"),
+            Format::Bf16,
+            Basis::Expected,
+            Profile::CudaGraphs,
+        )
+        .unwrap();
+        let graph = step_seconds(&[tiny], &g, 1, 8, false, 1, 1, 1, Decimal::TWO);
+        assert_eq!(graph, Decimal::new(160, 6));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! bandwidth plus the launch term.
 
 use super::decision::Row;
-use super::operators::{self, Step, Widths};
+use super::engine::Engine;
+use super::operators::{self, Kind, Step, Widths};
 use super::roofline::{self, Basis, Profile};
 use super::workload::{Method, Targets, Workload};
 use super::{estimate, gpu_perf, Ask, TimePlan};
@@ -197,19 +198,23 @@ fn the_ceiling_is_never_below_a_published_measurement() {
 }
 
 #[test]
-fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_launch_term() {
+fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_kernel_costs() {
     // Llama-3.1-8B in bf16 on the H200, one request of 1024 + 2 tokens: one decode step
-    // after 1024 cached tokens.
-    let t = run(
-        "../examples/models/llama-3.1-8b",
-        "bf16",
-        "bf16",
-        inference(1, 1024, 2),
-        "h200",
-        Profile::Eager,
-        Some(1),
-    );
-    let s = first(&t).setup.as_ref().unwrap();
+    // after 1024 cached tokens, in a static cache of 1026.
+    let llama = |profile| {
+        run(
+            "../examples/models/llama-3.1-8b",
+            "bf16",
+            "bf16",
+            inference(1, 1024, 2),
+            "h200",
+            profile,
+            Some(1),
+        )
+    };
+    let (eager, graphs) = (llama(Profile::Eager), llama(Profile::CudaGraphs));
+    let s = first(&eager).setup.as_ref().unwrap();
+    let g = first(&graphs).setup.as_ref().unwrap();
     let arch = super::parse_config(include_str!(
         "../../../examples/models/llama-3.1-8b/config.json"
     ));
@@ -221,25 +226,18 @@ fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_launch_term() {
         activation: two,
         kv: two,
     };
-    let ops = operators::step_ops(
-        &shape,
-        Step {
-            batch: 1,
-            new: 1,
-            past: 1024,
-        },
-        &w,
-    );
+    let step = Step {
+        batch: 1,
+        new: 1,
+        past: 1024,
+        cache: 1026,
+    };
+    let ops = operators::step_ops(&shape, step, &w, Engine::Ideal);
     let bytes: Decimal = ops.iter().map(|o| o.weight_bytes + o.other_bytes).sum();
-    let attention: Decimal = ops
-        .iter()
-        .filter(|o| o.kind == operators::Kind::DecodeAttention)
-        .map(|o| o.other_bytes)
-        .sum();
-    let kernels: u64 = ops.iter().map(|o| o.kernels).sum();
     let bw = Decimal::from(4_800_000_000_000u64);
     // Ceiling: every operator is bandwidth-bound at batch 1, so the step is bytes / bandwidth.
     assert_eq!(s.ceiling.tpot_s, super::decision::round(bytes / bw, 6));
+    assert_eq!(g.ceiling.tpot_s, s.ceiling.tpot_s);
     // Weights (15009316864 B without the embedding table and norms) plus the cache (1025
     // tokens x 131072 B) are all but 0.1 % of those bytes.
     let weights_and_kv = Decimal::from(15_009_316_864u64 + 1025 * 131_072);
@@ -247,16 +245,38 @@ fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_launch_term() {
         (bytes - weights_and_kv) / bytes < Decimal::new(1, 3),
         "{bytes}"
     );
-    // Expected (H200 factors measured): the bytes at 87 % of the bandwidth, the grouped
-    // cache read by decode attention at 4.3 %, plus 13.3 us per kernel (eager).
-    let expected = (bytes - attention) / (bw * Decimal::new(87, 2))
-        + attention / (bw * Decimal::new(43, 3))
-        + Decimal::from(kernels) * Decimal::new(133, 7);
-    assert_eq!(s.expected.tpot_s, super::decision::round(expected, 6));
-    assert_eq!(
-        kernels,
-        1 + 32 * (2 + 1 + 2 + operators::ELEMENTWISE_KERNELS_PER_LAYER) + 1
-    );
+    // Expected: transformers' operators with the factors measured on the H200.
+    let ops = operators::step_ops(&shape, step, &w, Engine::Transformers);
+    let products: Vec<&operators::Op> = ops.iter().filter(|o| o.kind == Kind::Matmul).collect();
+    // q, k, v, o, gate, up, down per layer and the head.
+    assert_eq!(products.len(), 32 * 7 + 1);
+    let micro = Decimal::new(1, 6);
+    let by_hand: Decimal = ops
+        .iter()
+        .map(|o| {
+            let b = o.weight_bytes + o.other_bytes;
+            match o.kind {
+                // 6.5 us + bytes at 0.854 of the bandwidth (bandwidth-bound at m = 1).
+                Kind::Matmul => Decimal::new(65, 7) + b / (bw * Decimal::new(854, 3)),
+                // SDPA: 17.9 us + 32 heads x 1026 keys x 512 B at 0.935.
+                Kind::DecodeAttention => Decimal::new(179, 7) + b / (bw * Decimal::new(935, 3)),
+                // repeat_kv: 8 + 32 heads' keys and values of 1026 tokens at 0.229.
+                Kind::Repeat => {
+                    assert_eq!(b, Decimal::from(1026u64 * 40 * 256 * 2));
+                    b / (bw * Decimal::new(229, 3))
+                }
+                // Elementwise kernels: 1.6 us each (their bytes are fewer at batch 1).
+                _ => Decimal::from(o.kernels) * Decimal::new(16, 1) * micro,
+            }
+        })
+        .sum();
+    assert_eq!(g.expected.tpot_s, super::decision::round(by_hand, 6));
+    // Eager: the host's 13.3 us per kernel, slower than the GPU here.
+    let kernels: u64 = ops.iter().map(|o| o.kernels).sum();
+    assert_eq!(kernels, 1 + 32 * (7 + 1 + 2 + 33) + 8 + 1);
+    let host = Decimal::from(kernels) * Decimal::new(133, 7);
+    assert!(host > by_hand);
+    assert_eq!(s.expected.tpot_s, super::decision::round(host, 6));
 }
 
 #[test]
@@ -273,7 +293,29 @@ fn worked_example_llama_8b_h200_decode_step() {
     );
     let s = first(&t).setup.as_ref().unwrap();
     assert_eq!(s.ceiling.tpot_s.to_string(), "0.003157");
-    assert_eq!(s.expected.tpot_s.to_string(), "0.017471");
+    // Eager: 1386 kernels launched at 13.3 us each (host-bound).
+    assert_eq!(s.expected.tpot_s.to_string(), "0.018434");
+    let g = run(
+        "../examples/models/llama-3.1-8b",
+        "bf16",
+        "bf16",
+        inference(1, 1024, 2),
+        "h200",
+        Profile::CudaGraphs,
+        Some(1),
+    );
+    // CUDA graphs (measured on the H200 at context 1024: between 0.007777 at 512 and
+    // 0.010124 at 4096, measured-dense.csv).
+    assert_eq!(
+        first(&g)
+            .setup
+            .as_ref()
+            .unwrap()
+            .expected
+            .tpot_s
+            .to_string(),
+        "0.008134"
+    );
 }
 
 #[test]
@@ -400,29 +442,47 @@ fn training_counts_six_n_d_plus_attention_and_lora_freezes_the_base() {
     let _ = (roofline::ALLREDUCE_LATENCY_US, Basis::Ceiling);
 }
 
-/// The H200 measurements of `scripts/time_validate_h200.py` (transformers 5.17, PyTorch 2.11,
-/// bf16, SDPA, static cache): the ceiling step is never slower than a measured one, and, for
-/// the dense models, the expected figure stays within the band `docs/PLANNING.md` reports.
-/// The mixture-of-experts and latent-attention rows (`measured-moe.csv`, grouped experts)
-/// are checked against the ceiling only: their expected figures are optimistic (PLANNING.md).
-#[test]
-fn the_h200_measurements_never_beat_the_ceiling() {
-    let dense = include_str!("../../../examples/h200/time/measured-dense.csv");
-    let moe = include_str!("../../../examples/h200/time/measured-moe.csv");
-    let mut checked = 0;
-    let mut worst = Decimal::ZERO;
-    let rows = dense
-        .lines()
-        .skip(1)
-        .map(|l| (l, true))
-        .chain(moe.lines().skip(1).map(|l| (l, false)));
-    for (line, banded) in rows {
+/// One committed H200 row replayed through `lab plan`'s time model.
+struct Replayed {
+    /// The target class ([`CLASSES`]).
+    class: &'static str,
+    line: String,
+    ceiling: Decimal,
+    expected: Decimal,
+    measured: Decimal,
+}
+
+/// Bounds on |expected − measured| / measured in percent: median, 90th percentile, max.
+type Bounds = (u32, u32, u32);
+
+/// Target classes of issue 21 and their targets; `None` where the issue sets none (100 %
+/// where it bounds only the median).
+const CLASSES: [(&str, Option<Bounds>); 5] = [
+    ("decode, CUDA graphs", Some((6, 12, 20))),
+    ("decode, eager", Some((12, 100, 100))),
+    ("prefill, >= 512 tokens", Some((8, 100, 100))),
+    ("prefill, < 512 tokens", None),
+    ("training step", Some((10, 100, 100))),
+];
+
+/// Every measured row of `examples/h200/time/measured-*.csv` (transformers 5.17, PyTorch
+/// 2.11, bf16, SDPA, static cache; `scripts/time_validate_h200.py`) but the failed captures
+/// (no time) and the per-expert-loop comparison rows (`experts_implementation` `eager`, not
+/// transformers' default), each replayed: decode rows as one step after `context − 1` tokens
+/// in a static cache of `context` (`--input-tokens context−1 --output-tokens 1`), prefill rows
+/// as the prompt's TTFT, training rows as one AdamW step of the batch.
+fn replay() -> Vec<Replayed> {
+    let files = [
+        include_str!("../../../examples/h200/time/measured-dense.csv"),
+        include_str!("../../../examples/h200/time/measured-sliding.csv"),
+        include_str!("../../../examples/h200/time/measured-moe.csv"),
+        include_str!("../../../examples/h200/time/measured-repeat.csv"),
+    ];
+    let mut out = Vec::new();
+    for line in files.iter().flat_map(|f| f.lines().skip(1)) {
         let f: Vec<&str> = line.split(',').collect();
-        // A family the plan does not know yet (qwen3_moe before its family lands) is skipped.
-        let supported =
-            super::architecture_of(&model(&format!("../examples/models/{}", f[0]))).is_ok();
-        if f[7].is_empty() || f[6] == "eager" || !supported {
-            continue; // no measurement, the per-expert loop, or a family the plan lacks
+        if f[7].is_empty() || f[6] == "eager" {
+            continue;
         }
         let (name, engine, phase) = (f[0], f[1], f[2]);
         let batch: u64 = f[3].parse().unwrap();
@@ -433,17 +493,16 @@ fn the_h200_measurements_never_beat_the_ceiling() {
         } else {
             Profile::CudaGraphs
         };
-        let workload = if phase == "train" {
-            // One AdamW step of the whole batch.
-            Workload::Training {
+        let workload = match phase {
+            "train" => Workload::Training {
                 tokens: batch * context,
                 sequence: context,
                 method: Method::Full,
                 rank: 16,
                 targets: Targets::All,
-            }
-        } else {
-            inference(batch, context, 2)
+            },
+            "decode" => inference(batch, context - 1, 1),
+            _ => inference(batch, context, 1),
         };
         let t = run(
             &format!("../examples/models/{name}"),
@@ -455,27 +514,86 @@ fn the_h200_measurements_never_beat_the_ceiling() {
             Some(batch),
         );
         let s = first(&t).setup.as_ref().unwrap();
-        // Decode rows: one step (TPOT); prefill rows: the prompt (TTFT); training rows: the
-        // step (the training figures' step seconds).
-        let (ceiling, expected) = match phase {
-            "decode" => (s.ceiling.tpot_s, s.expected.tpot_s),
-            _ => (s.ceiling.ttft_s, s.expected.ttft_s),
+        let (ceiling, expected, class) = match phase {
+            "decode" if engine == "eager" => (s.ceiling.tpot_s, s.expected.tpot_s, CLASSES[1].0),
+            "decode" => (s.ceiling.tpot_s, s.expected.tpot_s, CLASSES[0].0),
+            "train" => (s.ceiling.ttft_s, s.expected.ttft_s, CLASSES[4].0),
+            _ if context >= 512 => (s.ceiling.ttft_s, s.expected.ttft_s, CLASSES[2].0),
+            _ => (s.ceiling.ttft_s, s.expected.ttft_s, CLASSES[3].0),
         };
-        assert!(
-            ceiling <= measured,
-            "{line}: ceiling {ceiling} s slower than measured"
-        );
-        // Eager steps are host-bound beyond the launch term for small models: only the CUDA
-        // graph rows and the training steps are banded.
-        if banded && (engine != "eager" || phase == "train") {
-            let err = ((expected - measured) / measured).abs();
-            worst = worst.max(err);
-        }
-        checked += 1;
+        out.push(Replayed {
+            class,
+            line: line.to_string(),
+            ceiling,
+            expected,
+            measured,
+        });
     }
-    assert!(checked >= 150, "{checked}");
-    // docs/PLANNING.md's table: CUDA-graph decode within 38 %, training within 11 %.
-    assert!(worst < Decimal::new(40, 2), "worst expected error {worst}");
+    out
+}
+
+/// Median (the mean of the two middle values for an even count), 90th percentile (nearest
+/// rank) and max of |expected − measured| / measured, in percent rounded to 0.1.
+fn statistics(rows: &[&Replayed]) -> (Decimal, Decimal, Decimal) {
+    let mut e: Vec<Decimal> = rows
+        .iter()
+        .map(|r| ((r.expected - r.measured) / r.measured).abs() * Decimal::ONE_HUNDRED)
+        .collect();
+    e.sort_unstable();
+    let n = e.len();
+    let median = if n % 2 == 1 {
+        e[n / 2]
+    } else {
+        (e[n / 2 - 1] + e[n / 2]) / Decimal::TWO
+    };
+    let p90 = e[(n * 9).div_ceil(10) - 1];
+    let r = |v: Decimal| super::decision::round(v, 1);
+    (r(median), r(p90), r(e[n - 1]))
+}
+
+/// The committed H200 rows: no measured step beats the ceiling (the ceiling is a bound: never
+/// beaten at all, stricter than issue 21's 3 %), and each target class's expected error stays
+/// where `docs/PLANNING.md` reports it. Classes that meet issue 21's targets are held to the
+/// targets; those that do not are held to today's figures, so that a regression fails
+/// (`docs/PLANNING.md` says why they miss). `cargo test -p lab --lib h200 -- --nocapture`
+/// prints the table.
+#[test]
+fn the_h200_measurements_replayed_hold_their_targets() {
+    let rows = replay();
+    assert!(rows.len() >= 250, "{}", rows.len());
+    for r in &rows {
+        assert!(
+            r.ceiling <= r.measured,
+            "{}: ceiling {} s faster than measured",
+            r.line,
+            r.ceiling
+        );
+    }
+    // (median, p90, max) in percent that each class must not exceed.
+    let held: [(&str, Bounds); 5] = [
+        (CLASSES[0].0, (6, 16, 78)),
+        (CLASSES[1].0, (32, 64, 79)),
+        (CLASSES[2].0, (33, 55, 69)),
+        (CLASSES[3].0, (40, 58, 58)),
+        (CLASSES[4].0, (10, 11, 11)),
+    ];
+    for (class, target) in CLASSES {
+        let of: Vec<&Replayed> = rows.iter().filter(|r| r.class == class).collect();
+        let (median, p90, max) = statistics(&of);
+        println!(
+            "{class}: {} rows, median {median} %, p90 {p90} %, max {max} %",
+            of.len()
+        );
+        for r in &of {
+            let err = (r.expected - r.measured) / r.measured * Decimal::ONE_HUNDRED;
+            println!("  {:+.1} % {}", err, &r.line[..r.line.len().min(60)]);
+        }
+        let (_, (m, p, x)) = held.iter().find(|h| h.0 == class).copied().unwrap();
+        assert!(
+            median <= Decimal::from(m) && p90 <= Decimal::from(p) && max <= Decimal::from(x),
+            "{class}: median {median} %, p90 {p90} %, max {max} % (held to {m}/{p}/{x}, target {target:?})"
+        );
+    }
 }
 
 /// torchtitan's published training throughput (docs/performance.md): Llama 3.1 8B with FSDP on

@@ -2,7 +2,7 @@
 
 use super::{fixed, parse_bits, render, Args};
 use lab::plan::{self, Mode, Request, WeightsFormat};
-use lab::timing::decision::Row;
+use lab::timing::decision::{duration, Row};
 use lab::timing::roofline::Profile;
 use lab::timing::workload::{Method, Targets, Workload};
 use lab::timing::{self, Ask, TimePlan};
@@ -339,11 +339,11 @@ fn answer(t: &TimePlan) -> Vec<String> {
         return Vec::new();
     };
     vec![format!(
-        "answer: {} for {} days, {}: about {} h ({} expected, {}), {} USD; predicted {} USD per {}",
+        "answer: {} for {} days, {}: about {} ({} expected, {}), {} USD; predicted {} USD per {}",
         r.gpu,
         r.days,
         f.how,
-        f.hours,
+        duration(f.seconds),
         t.profile.name(),
         s.using,
         f.cost_usd,
@@ -387,8 +387,8 @@ fn table(t: &TimePlan) -> Vec<String> {
             "batch",
             "tok/s exp",
             "step s exp",
-            "hours exp",
-            "hours ceil",
+            "time exp",
+            "time ceil",
             "covers",
             "finish",
             "cost USD",
@@ -406,8 +406,8 @@ fn table(t: &TimePlan) -> Vec<String> {
             "decode tok/s exp",
             "TTFT s exp",
             "TPOT s exp",
-            "hours exp",
-            "hours ceil",
+            "time exp",
+            "time ceil",
             "covers",
             "finish",
             "cost USD",
@@ -428,8 +428,11 @@ fn table(t: &TimePlan) -> Vec<String> {
         }
         for a in &r.alternatives {
             let line = format!(
-                "  {} also tried: {} at batch {}: {} h expected",
-                r.gpu, a.using, a.batch, a.expected.hours
+                "  {} also tried: {} at batch {}: {} expected",
+                r.gpu,
+                a.using,
+                a.batch,
+                duration(a.expected.seconds)
             );
             if !notes.contains(&line) {
                 notes.push(line);
@@ -468,8 +471,8 @@ fn row(r: &Row, training: bool, dash: &dyn Fn() -> String) -> Vec<String> {
         v.push(e.ttft_s.to_string());
         v.push(e.tpot_s.to_string());
     }
-    v.push(e.hours.to_string());
-    v.push(s.ceiling.hours.to_string());
+    v.push(duration(e.seconds));
+    v.push(duration(s.ceiling.seconds));
     v.push(match r.package_covers {
         Some(true) => "yes".into(),
         Some(false) => "no".into(),

@@ -1,0 +1,183 @@
+//! The engine the expected figures describe: PyTorch with `transformers` (SDPA attention, a
+//! static cache, grouped experts), and the factors of its kernels, each named with where it
+//! was measured. The ceiling describes no engine ([`Engine::Ideal`]).
+//!
+//! What the measured engine does, read in transformers' source (the rows in
+//! `examples/h200/time/` were measured with transformers 5.17, PyTorch 2.11):
+//! - Llama, Mistral, Qwen2/3 and Mixtral project queries, keys and values with three products
+//!   and gate and up with two (`q_proj`, `k_proj`, `v_proj`, `gate_proj`, `up_proj` in
+//!   `src/transformers/models/llama/modeling_llama.py`); Phi-3 fuses them (`qkv_proj`,
+//!   `gate_up_proj`). A decoder layer launches, besides its products and attention, 8 kernels
+//!   per RMSNorm (to fp32, pow, mean, add, rsqrt, mul, to bf16, weight mul), 10 for the rotary
+//!   embedding of queries and keys (mul, neg, cat, mul, add each), 2 cache writes, 1 copy of the
+//!   attention output, SiLU and mul, and 2 residual adds ([`kernels_per_layer`]).
+//! - With grouped-query attention, `repeat_kv` copies the cached keys and values to every
+//!   query head before SDPA (`expand` then `reshape`): a copy of the whole cache per step.
+//! - A static cache is attended over its whole `max_cache_len`, not the filled part: the step
+//!   reads the cache's full length ([`super::operators::Step::cache`]).
+//! - A full sliding-window cache layer rolls its whole window each step (`roll`, then
+//!   `copy_` back: the window read and written twice).
+//! - DeepSeek-V2 attention caches the decompressed keys and values, `A·(d_qk + d_v)` per token
+//!   and layer, not the latent ([`Engine::Transformers`]); an engine with absorbed
+//!   projections (vLLM, SGLang) reads the latent ([`Engine::Ideal`]).
+//! - Mixture-of-experts layers run `grouped_mm_experts_forward`
+//!   (`src/transformers/integrations/moe.py`, commit 8b584a6): two grouped products and
+//!   [`EXPERT_ROUTING_KERNELS`] kernels of routing, sorting and gathering.
+//!
+//! Factors are fractions of the datasheet peaks or fixed seconds per kernel. Measured on the
+//! H200 (`examples/h200/time/calibration-*.csv`, `scripts/time_calibrate_h200.py`); other
+//! GPUs get the same fractions of their own peaks (transferred from the H200, labelled so in
+//! `data/gpu-perf.csv`).
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+const fn dec(mantissa: u32, scale: u32) -> Decimal {
+    Decimal::from_parts(mantissa, 0, 0, false, scale)
+}
+
+/// Which engine a step's operators describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The least work any engine does: fused projections, grouped-query attention without
+    /// copies, the latent read with absorbed projections, the filled cache only (the ceiling).
+    Ideal,
+    /// PyTorch with `transformers` as measured (the expected figures).
+    Transformers,
+}
+
+/// Fixed GPU time of one dense product, seconds: 6.5 µs. With it, one product takes
+/// `6.5 µs + max(bytes / (bandwidth_efficiency · bandwidth), FLOPs / (compute_efficiency ·
+/// peak))`. Fitted on the 1,124 bf16 rows of `examples/h200/time/calibration-matmul.csv`
+/// (measured on H200) over the 63 shapes of ≥ 30 MB: median error 4.0 %, 90th percentile 9.5 %.
+/// It is why a 4096×4096 product at m = 1 reaches only 46 % of the bandwidth and a
+/// 128256×4096 one 88 %.
+pub const PRODUCT_FIXED_S: Decimal = dec(65, 7);
+
+/// Fixed GPU time of one grouped expert product (`F.grouped_mm`), seconds: 18 µs; fitted on
+/// `examples/h200/time/calibration-grouped.csv` (measured on H200; the three shipped expert
+/// shapes, 1 to 16,384 tokens) with [`GROUPED_BANDWIDTH`] and [`GROUPED_COMPUTE`]: median
+/// error 8 %, 90th percentile 18 %.
+pub const GROUPED_FIXED_S: Decimal = dec(18, 6);
+
+/// Fraction of the bandwidth at which a grouped product reads the experts it touches: 0.646
+/// (3.1 TB/s of 4.8; measured on H200, `calibration-grouped.csv`).
+pub const GROUPED_BANDWIDTH: Decimal = dec(646, 3);
+
+/// Fraction of the dense peak a grouped product reaches when compute-bound: 0.657 (650 of
+/// 989.4 TFLOP/s; measured on H200, `calibration-grouped.csv`).
+pub const GROUPED_COMPUTE: Decimal = dec(657, 3);
+
+/// Fixed GPU time of one SDPA decode call, seconds: 17.9 µs, the intercept of
+/// `examples/h200/time/calibration-attention.csv` (measured on H200; decode, keys repeated
+/// and a boolean mask, as transformers calls it under a capture; 1K to 32K keys), whose slope
+/// is the `decode_attention_efficiency` of `data/gpu-perf.csv`.
+pub const DECODE_ATTENTION_FIXED_S: Decimal = dec(179, 7);
+
+/// Fraction of the bandwidth at which `repeat_kv`'s copy of the cache runs (bytes read plus
+/// written): 0.229 (1.1 TB/s). Not in the component calibration (its SDPA rows repeat the
+/// keys outside the timed region): fitted on the CUDA-graph decode rows of
+/// `examples/h200/time/measured-dense.csv` (Llama-3.1-8B, Qwen2.5-32B), where each cached
+/// byte costs about 5 ps per step. A strided copy (`expand` then `reshape`).
+pub const REPEAT_COPY_BANDWIDTH: Decimal = dec(229, 3);
+
+/// Fraction of the bandwidth at which a full sliding-window layer rolls its window (bytes
+/// read plus written, `roll` then `copy_`): 0.292 (1.4 TB/s). Not in the component
+/// calibration: fitted on the sliding-window decode rows of
+/// `examples/h200/time/measured-sliding.csv` (Mistral-7B past 4096 tokens, Phi-3-mini past
+/// 2047).
+pub const ROLL_COPY_BANDWIDTH: Decimal = dec(292, 3);
+
+/// Causal SDPA prefill (`is_causal`, grouped-query heads, cuDNN): fraction of the dense bf16
+/// peak by prompt length, measured on H200 (`examples/h200/time/calibration-attention.csv`,
+/// `prefill_causal`, `gqa`, Llama-3.1-8B heads); interpolated linearly between lengths, held
+/// beyond the ends.
+pub const PREFILL_ATTENTION: [(u64, Decimal); 7] = [
+    (512, dec(1467, 4)),
+    (1024, dec(2599, 4)),
+    (2048, dec(4097, 4)),
+    (4096, dec(5396, 4)),
+    (8192, dec(6221, 4)),
+    (16384, dec(6682, 4)),
+    (32768, dec(6016, 4)),
+];
+
+/// Kernels of transformers' grouped-experts forward besides its two products, per layer
+/// (`grouped_mm_experts_forward`, `src/transformers/integrations/moe.py`, commit 8b584a6):
+/// token index (arange, expand copy), the gather of the routed rows, two argsorts, three
+/// gathers by permutation, histc, cumsum, the gate (SiLU, mul), the weighting, the inverse
+/// gather, the sum over the k experts, the cast; and the router's softmax, top-k, normalising
+/// sum and division and cast: 21.
+pub const EXPERT_ROUTING_KERNELS: u64 = 21;
+
+/// Bytes per routed (token, expert) pair and unit of H that the grouped-experts forward
+/// moves besides its products, at 2-byte activations: the gather of the routed rows, their
+/// permutation, the weighting and the inverse permutation each read and write 2·H, the sum
+/// over the k experts reads 2·H: 18 (`grouped_mm_experts_forward`, as above).
+pub const ROUTING_BYTES_PER_ASSIGNMENT: u64 = 18;
+
+/// The fraction of the dense peak causal prefill attention reaches over `tokens` keys
+/// ([`PREFILL_ATTENTION`]).
+pub fn prefill_attention_efficiency(tokens: u64) -> Decimal {
+    let t = &PREFILL_ATTENTION;
+    if tokens <= t[0].0 {
+        return t[0].1;
+    }
+    for pair in t.windows(2) {
+        let ((a, ea), (b, eb)) = (pair[0], pair[1]);
+        if tokens <= b {
+            return ea + (eb - ea) * Decimal::from(tokens - a) / Decimal::from(b - a);
+        }
+    }
+    t[t.len() - 1].1
+}
+
+/// Kernels of one transformers decoder layer besides its products and attention: 8 per
+/// RMSNorm of the residual (`norms`) and of queries and keys (`qk_norm`: 2 more), 10 for the
+/// rotary embedding, 2 cache writes, 1 attention-output copy, SiLU and mul, 2 residual adds
+/// (`modeling_llama.py`; see the module text). Llama: 8·2 + 17 = 33.
+pub fn kernels_per_layer(norms: u64, qk_norm: bool) -> u64 {
+    8 * (norms + if qk_norm { 2 } else { 0 }) + 17
+}
+
+/// Elementwise bytes of one transformers decoder layer per token, at `e` = 2 bytes per
+/// activation: each RMSNorm reads 2H and writes 4H (to fp32), squares (4H + 4H), reduces
+/// (4H), scales (4H + 4H), casts back (4H + 2H), weights (2H + 2H): 36·H; rotary reads and
+/// writes the queries and keys five times (22 bytes per element); the cache writes read and
+/// write the new keys and values (8 per element); the output copy 4 per element; SiLU and
+/// mul 10 per intermediate element; two residual adds 12·H. `norms` norms of width H,
+/// `q` query and `k` key elements, `i` active intermediate width.
+pub fn elementwise_bytes_per_token(h: u64, norms: u64, q: u64, k: u64, i: u64) -> u64 {
+    36 * norms * h + 22 * (q + k) + 8 * k + 4 * q + 10 * i + 12 * h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefill_attention_efficiency_interpolates_the_calibration() {
+        assert_eq!(prefill_attention_efficiency(128), dec(1467, 4));
+        assert_eq!(prefill_attention_efficiency(4096), dec(5396, 4));
+        // Halfway between 4096 (0.5396) and 8192 (0.6221).
+        assert_eq!(
+            prefill_attention_efficiency(6144),
+            "0.58085".parse().unwrap()
+        );
+        assert_eq!(prefill_attention_efficiency(100_000), dec(6016, 4));
+    }
+
+    #[test]
+    fn a_llama_layer_launches_33_kernels_besides_its_products() {
+        assert_eq!(kernels_per_layer(2, false), 33);
+        // Qwen3: query and key norms.
+        assert_eq!(kernels_per_layer(2, true), 49);
+        // Llama-3.1-8B per token: 72·4096 + 22·(4096 + 1024) + 8·1024 + 4·4096 + 10·14336
+        // + 12·4096 bytes.
+        assert_eq!(
+            elementwise_bytes_per_token(4096, 2, 4096, 1024, 14336),
+            72 * 4096 + 22 * 5120 + 8 * 1024 + 4 * 4096 + 143_360 + 12 * 4096
+        );
+    }
+}
