@@ -52,6 +52,10 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        // The latent attention's q_a, kv_a and output projections take `attention_bias`;
+        // only DeepseekV2MLP reads `mlp_bias` (V3's MLP has none).
+        attention_bias: true,
+        mlp_bias: family == Family::DeepseekV2,
     };
     let mut arch = decoder(family, &f, top, class)?;
     let count = layer_count(arch.layers)?;
@@ -131,16 +135,25 @@ pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
             None => t.linear(&[a.saturating_mul(qk), h]),
             Some(q) => {
                 t.linear(&[q, h]);
+                if arch.attention_bias {
+                    t.other(&[q]);
+                }
                 t.other(&[q]);
                 t.linear(&[a.saturating_mul(qk), q]);
             }
         }
         let c = l.kv_lora_rank;
         t.linear(&[c.saturating_add(l.qk_rope_head_dim), h]);
+        if arch.attention_bias {
+            t.other(&[c.saturating_add(l.qk_rope_head_dim)]);
+        }
         t.other(&[c]);
         let nv = l.qk_nope_head_dim.saturating_add(l.v_head_dim);
         t.linear(&[a.saturating_mul(nv), c]);
         t.linear(&[h, a.saturating_mul(l.v_head_dim)]);
+        if arch.attention_bias {
+            t.other(&[h]);
+        }
     }
     match (layer.feed_forward, &arch.experts) {
         (FeedForward::Experts, Some(e)) => {
@@ -151,13 +164,12 @@ pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
                 t.other(&[e.routed]);
             }
             if e.shared_intermediate > 0 {
-                t.linear(&[e.shared_intermediate, h]);
-                t.linear(&[e.shared_intermediate, h]);
-                t.linear(&[h, e.shared_intermediate]);
+                gated_mlp(arch, e.shared_intermediate, arch.mlp_bias, t);
             }
         }
-        // DeepseekV3MLP is built with bias=False whatever the config says.
-        _ => gated_mlp(arch, arch.intermediate, false, t),
+        // DeepseekV3MLP is built with bias=False whatever the config says; V2's takes
+        // mlp_bias.
+        _ => gated_mlp(arch, arch.intermediate, arch.mlp_bias, t),
     }
     layer_norms(arch, t);
 }

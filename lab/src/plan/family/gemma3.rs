@@ -9,7 +9,7 @@
 //! is taken, as the public multimodal configs (gemma-3-4b-it...) rely on.
 
 use super::{attention, attention_pattern, decoder, dense, gated_mlp, layer_norms, qk_norms};
-use super::{slide_where, Architecture, ClassDefaults, Family, Layer, Vision};
+use super::{slide_where, Architecture, ClassDefaults, Family, Layer, Tower, Vision};
 use crate::plan::config::{Fields, MAX_LAYERS};
 use crate::plan::layout::Sink;
 use crate::{Error, Result};
@@ -41,7 +41,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
                 "config.json (model_type {label}) has no \"vision_config\" object"
             )));
         };
-        (text, Some(vision_facts(v)?))
+        (text, Some(Tower::Siglip(vision_facts(v)?)))
     } else {
         (top, None)
     };
@@ -50,6 +50,8 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: Some(256),
         tied: true,
         kv_nullable: false,
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let pattern = attention_pattern(&f, arch.layers, |w, count| {

@@ -12,16 +12,20 @@
 //! (`lab/tests/data/module-order/`), the totals against the public parameter counts of the
 //! shipped configs (`examples/models/`).
 
+mod cohere;
 mod deepseek;
 mod gemma;
 mod gemma2;
 mod gemma3;
+mod glm4_moe;
 mod granite;
 mod llama;
 mod mistral;
+mod mistral3;
 mod mixtral;
 mod olmo2;
 mod phi3;
+mod phimoe;
 mod qwen2;
 mod qwen2_moe;
 mod qwen3;
@@ -87,6 +91,11 @@ families! {
     Qwen2Moe => qwen2_moe, "qwen2_moe";
     Granite => granite, "granite";
     Olmo2 => olmo2, "olmo2";
+    Cohere => cohere, "cohere";
+    Cohere2 => cohere, "cohere2";
+    Phimoe => phimoe, "phimoe";
+    Glm4Moe => glm4_moe, "glm4_moe";
+    Mistral3 => mistral3, "mistral3";
 }
 
 impl Family {
@@ -186,6 +195,39 @@ pub struct Vision {
     pub head: bool,
 }
 
+/// The vision tower of a multimodal checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tower {
+    /// SigLIP and the Gemma 3 projector.
+    Siglip(Vision),
+    /// Pixtral and the Mistral 3 projector ([`Pixtral`]).
+    Pixtral(Pixtral),
+}
+
+/// Pixtral vision tower facts (Mistral 3 multimodal checkpoints: Mistral-Small-3.x,
+/// Ministral 3), with the Mistral 3 projector's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pixtral {
+    /// Width of the vision encoder.
+    pub hidden: u64,
+    /// Vision encoder layers.
+    pub layers: u64,
+    /// Vision feed-forward intermediate size.
+    pub intermediate: u64,
+    /// Width of one vision attention head (its rotary frequencies are half of it).
+    pub head_dim: u64,
+    /// Patch side in pixels.
+    pub patch_size: u64,
+    /// Colour channels.
+    pub channels: u64,
+    /// `spatial_merge_size`: the projector merges `m x m` patches into one token.
+    pub merge: u64,
+    /// Encoder layers whose features the projector concatenates (`vision_feature_layer`).
+    pub feature_layers: u64,
+    /// `multimodal_projector_bias`: biases on the projector's two linears.
+    pub projector_bias: bool,
+}
+
 /// The architecture facts of one model (its text decoder, and a vision tower if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Architecture {
@@ -207,9 +249,10 @@ pub struct Architecture {
     pub vocab: u64,
     /// Whether the output head shares the embedding matrix.
     pub tied_embeddings: bool,
-    /// `attention_bias`: biases on the attention projections.
+    /// Biases on the attention projections, as the family's modeling file builds them
+    /// (`attention_bias` where it reads that field).
     pub attention_bias: bool,
-    /// `mlp_bias`: biases on the feed-forward projections.
+    /// Biases on the feed-forward projections (`mlp_bias` where the modeling file reads it).
     pub mlp_bias: bool,
     /// Each decoder layer's attention and feed-forward, `layers` of them.
     pub layer_kinds: Vec<Layer>,
@@ -230,8 +273,16 @@ pub struct Architecture {
     pub rotary_per_attention_kind: bool,
     /// The configured storage dtype (`dtype` or `torch_dtype`), when stated.
     pub dtype: Option<String>,
-    /// Vision tower of a multimodal checkpoint (Gemma 3): SigLIP facts.
-    pub vision: Option<Vision>,
+    /// Vision tower of a multimodal checkpoint (Gemma 3's SigLIP, Mistral 3's Pixtral).
+    pub vision: Option<Tower>,
+    /// Rotated width of each head when only part of it is rotary (GLM-4.5's
+    /// `partial_rotary_factor`); `None`: the whole head (or latent attention's rope width).
+    pub rotary_width: Option<u64>,
+    /// Whether the `hidden`-wide norms (each layer's and the final one) are LayerNorms with
+    /// a bias beside their weight (Phi-3.5-MoE) rather than weight-only norms.
+    pub norm_bias: bool,
+    /// Whether the output head has a bias of `vocab` elements (Phi-3.5-MoE's `lm_head_bias`).
+    pub head_bias: bool,
     /// `quantization_config.quant_method` of a pre-quantized checkpoint (GPTQ, AWQ...), whose
     /// safetensors hold packed storage rather than one element per parameter.
     pub quantization: Option<String>,
@@ -248,8 +299,10 @@ impl Architecture {
     /// buffers, the untied output head.
     pub fn tensors(&self, visit: &mut dyn FnMut(Tensor)) {
         let mut t = Sink::new(visit);
-        if let Some(vision) = &self.vision {
-            gemma3::vision_tower(vision, self.hidden, &mut t);
+        match &self.vision {
+            Some(Tower::Siglip(vision)) => gemma3::vision_tower(vision, self.hidden, &mut t),
+            Some(Tower::Pixtral(vision)) => mistral3::vision_tower(vision, self.hidden, &mut t),
+            None => {}
         }
         t.emit(Role::Embedding, &[self.vocab, self.hidden]);
         if self.embedding_scale {
@@ -261,9 +314,15 @@ impl Architecture {
             self.family.layer(self, layer, &mut t);
         }
         t.other(&[self.hidden]);
+        if self.norm_bias {
+            t.other(&[self.hidden]);
+        }
         // Rotary frequencies, fp32: `inv_freq` and `original_inv_freq`, once, or once per
         // attention kind the layers use.
-        let rotary = self.latent.map_or(self.head_dim, |l| l.qk_rope_head_dim) / 2;
+        let rotated = self
+            .rotary_width
+            .unwrap_or(self.latent.map_or(self.head_dim, |l| l.qk_rope_head_dim));
+        let rotary = rotated / 2;
         let pairs = if self.rotary_per_attention_kind {
             let sliding = self.sliding_layers();
             usize::from(sliding > 0) + usize::from(sliding < self.layer_kinds.len())
@@ -275,6 +334,9 @@ impl Architecture {
         }
         if !self.tied_embeddings {
             t.emit(Role::OutputHead, &[self.hidden, self.vocab]);
+        }
+        if self.head_bias {
+            t.other(&[self.vocab]);
         }
     }
 
@@ -338,6 +400,13 @@ struct ClassDefaults {
     /// Whether `num_key_value_heads` may be null (the class's type is `int | None`, and
     /// null means the attention heads); when not, the class refuses null, and so does lab.
     kv_nullable: bool,
+    /// Whether the modeling file builds its attention biases from `attention_bias` (else it
+    /// never reads the field, so lab does not either: Mistral, Mixtral, Phi-3 build none,
+    /// Qwen2 always three).
+    attention_bias: bool,
+    /// Whether the modeling file builds MLP biases from `mlp_bias` (Llama, Granite,
+    /// DeepSeek-V2); every other family's MLP is bias-free whatever the config says.
+    mlp_bias: bool,
 }
 
 /// The fields every decoder family reads, with its class defaults; `top` is the config's
@@ -394,8 +463,10 @@ fn decoder(
         };
         dtype = dtype.or(stated);
     }
-    let attention_bias = f.boolean("attention_bias")?.unwrap_or(false);
-    let mlp_bias = f.boolean("mlp_bias")?.unwrap_or(false);
+    let read_bias =
+        |key, read: bool| -> Result<bool> { Ok(read && f.boolean(key)?.unwrap_or(false)) };
+    let attention_bias = read_bias("attention_bias", defaults.attention_bias)?;
+    let mlp_bias = read_bias("mlp_bias", defaults.mlp_bias)?;
     let quantization = quantization(top)?;
     Ok(Architecture {
         family,
@@ -420,6 +491,9 @@ fn decoder(
         dtype,
         vision: None,
         quantization,
+        rotary_width: None,
+        norm_bias: false,
+        head_bias: false,
     })
 }
 
@@ -630,10 +704,14 @@ fn stacked_experts(arch: &Architecture, e: &Experts, t: &mut Sink) {
     t.linear(&[e.routed, arch.hidden, e.intermediate]);
 }
 
-/// The layer's RMSNorms ([`Architecture::norms_per_layer`]).
+/// The layer's norms ([`Architecture::norms_per_layer`]), each a weight and, with
+/// [`Architecture::norm_bias`], its bias.
 fn layer_norms(arch: &Architecture, t: &mut Sink) {
     for _ in 0..arch.norms_per_layer {
         t.other(&[arch.hidden]);
+        if arch.norm_bias {
+            t.other(&[arch.hidden]);
+        }
     }
 }
 

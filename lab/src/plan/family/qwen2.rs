@@ -26,6 +26,8 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        attention_bias: false,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     arch.layer_kinds = dense(qwen_attention(&f, arch.layers)?);
