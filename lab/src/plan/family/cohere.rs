@@ -31,6 +31,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: true,
         kv_nullable: true,
+        head_dim_nullable: false,
         attention_bias: true,
         mlp_bias: false,
     };

@@ -20,6 +20,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: false,
+        head_dim_nullable: true,
         attention_bias: false,
         mlp_bias: false,
     };

@@ -58,7 +58,8 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     let class = ClassDefaults {
         head_dim: None,
         tied: true,
-        kv_nullable: true,
+        kv_nullable: false,
+        head_dim_nullable: false,
         attention_bias: false,
         mlp_bias: false,
     };

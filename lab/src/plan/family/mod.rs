@@ -400,6 +400,10 @@ struct ClassDefaults {
     /// Whether `num_key_value_heads` may be null (the class's type is `int | None`, and
     /// null means the attention heads); when not, the class refuses null, and so does lab.
     kv_nullable: bool,
+    /// Whether `head_dim` may be null (then `hidden_size / num_attention_heads`): true where
+    /// the class and its attention accept it (Llama, Mistral, Mixtral, DeepSeek);
+    /// elsewhere transformers refuses a null width, and so does lab.
+    head_dim_nullable: bool,
     /// Whether the modeling file builds its attention biases from `attention_bias` (else it
     /// never reads the field, so lab does not either: Mistral, Mixtral, Phi-3 build none,
     /// Qwen2 always three).
@@ -428,6 +432,13 @@ fn decoder(
         )));
     }
     let kv_heads = f.optional("num_key_value_heads")?.unwrap_or(heads);
+    if !defaults.head_dim_nullable && f.get("head_dim") == Some(&Value::Null) {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}): \"head_dim\" is null, which its configuration class cannot build; give the width, or leave it out for the class default",
+            family.model_type()
+        )));
+    }
+    listed_layer_types(f, layers)?;
     let head_dim = match f.optional("head_dim")?.or(defaults.head_dim) {
         Some(d) => d,
         None => {
@@ -580,6 +591,31 @@ fn attention_pattern(
     match window {
         Some(w) => rule(w, count),
         None => Ok(vec![Attention::Full; count]),
+    }
+}
+
+/// `layer_types`, when listed, as every configuration class validates it (transformers 5.17
+/// `PreTrainedConfig`: one known type per layer), for the families that then ignore it too.
+fn listed_layer_types(f: &Fields, layers: u64) -> Result<()> {
+    let bad = |found: &Value| {
+        Error::usage(format!(
+            "config.json: \"layer_types\" must list one of full_attention, sliding_attention for each of the {layers} layers, found {}",
+            crate::text::excerpt(&found.to_string())
+        ))
+    };
+    match f.get("layer_types") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(types)) => {
+            let known = types
+                .iter()
+                .all(|t| matches!(t.as_str(), Some("full_attention" | "sliding_attention")));
+            if types.len() as u64 == layers && known {
+                Ok(())
+            } else {
+                Err(bad(&Value::Array(types.clone())))
+            }
+        }
+        Some(other) => Err(bad(other)),
     }
 }
 

@@ -26,6 +26,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        head_dim_nullable: false,
         attention_bias: false,
         mlp_bias: false,
     };

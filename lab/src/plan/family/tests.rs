@@ -234,13 +234,24 @@ fn deepseek_layers_are_latent_and_dense_first() {
     // V2 has no score-correction bias.
     let v2 = arch(&text.replace("deepseek_v3", "deepseek_v2"));
     assert_eq!(parameters(&v2), expected - 2 * 8);
-    // Without routed experts every layer is dense.
-    let no_experts = arch(&text.replace("\"n_routed_experts\":8", "\"n_routed_experts\":null"));
-    assert!(no_experts.experts.is_none());
-    assert!(no_experts
+    // Every layer dense when first_k_dense_replace covers them all.
+    let all_dense =
+        arch(&text.replace("\"first_k_dense_replace\":1", "\"first_k_dense_replace\":3"));
+    assert!(all_dense
         .layer_kinds
         .iter()
         .all(|l| l.feed_forward == FeedForward::Dense));
+    // attention_bias: biases on q_a (24), kv_a (16 + 8) and o (64) in each layer; V2's
+    // mlp_bias on its dense and shared MLPs (128 + 128 + 64, 32 + 32 + 64).
+    let biased = arch(&text.replace(
+        "\"vocab_size\":128",
+        "\"vocab_size\":128,\"attention_bias\":true",
+    ));
+    assert_eq!(parameters(&biased) - parameters(&a), 3 * (24 + 24 + 64));
+    let mlp = text
+        .replace("deepseek_v3", "deepseek_v2")
+        .replace("\"vocab_size\":128", "\"vocab_size\":128,\"mlp_bias\":true");
+    assert_eq!(parameters(&arch(&mlp)) - parameters(&v2), 320 + 2 * 128);
 }
 
 #[test]
@@ -713,22 +724,48 @@ fn deepseek_refuses_absent_experts_and_query_rank() {
             let without = full.replace(&format!("\"{key}\":"), "\"unused\":");
             let e = bare(model_type, &without).unwrap_err();
             assert!(e.contains(&format!("has no \"{key}\"")), "{e}");
-            assert!(e.contains("state it (null for"), "{e}");
-            let null = full.replace(
-                &format!("\"{key}\":"),
-                &format!("\"{key}\":null,\"unused\":"),
-            );
-            bare(model_type, &null).unwrap();
+            assert!(e.contains("transformers would build"), "{e}");
         }
-        let dense = bare(
-            model_type,
-            &full.replace(
-                "\"n_routed_experts\":",
-                "\"n_routed_experts\":null,\"unused\":",
-            ),
-        )
-        .unwrap();
-        assert!(dense.experts.is_none());
+        // q_lora_rank: null is a plain query projection; the expert counts are strict
+        // integers to the classes (transformers 5.17 refuses null), and so to lab.
+        let plain = full.replace("\"q_lora_rank\":", "\"q_lora_rank\":null,\"unused\":");
+        assert_eq!(
+            bare(model_type, &plain)
+                .unwrap()
+                .latent
+                .unwrap()
+                .q_lora_rank,
+            None
+        );
+        for key in [
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+        ] {
+            let null = format!("{full},\"{key}\":null").replace(
+                "\"n_routed_experts\":8,",
+                if key == "n_routed_experts" {
+                    ""
+                } else {
+                    "\"n_routed_experts\":8,"
+                },
+            );
+            let e = bare(model_type, &null).unwrap_err();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        // The class's other name for the expert count.
+        let alias = if model_type == "deepseek_v3" {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        };
+        let spelled = full.replace("\"n_routed_experts\":", &format!("\"{alias}\":"));
+        assert_eq!(
+            bare(model_type, &spelled).unwrap().experts.unwrap().routed,
+            8
+        );
+        let both = format!("{full},\"{alias}\":16");
+        assert!(bare(model_type, &both).unwrap_err().contains(alias));
     }
     // Absent n_shared_experts and first_k_dense_replace: V2 2 and 0, V3 1 and 3.
     let v2 = bare("deepseek_v2", full).unwrap();
@@ -944,5 +981,129 @@ fn mistral3_text_part_and_refusals() {
         bad[key] = value;
         let e = read(&bad).unwrap_err().to_string();
         assert!(e.contains(needle), "{key}: {e}");
+    }
+}
+
+/// Fuzz over every field of every family's config (the decoder's and, for the multimodal
+/// families, the top level's): absent, null, zero, negative, huge, a fraction, a string, a
+/// list, an object, and the expert count's other spellings. `read` never panics; a refusal
+/// names the field changed; a value transformers' strict classes refuse (negative, a
+/// fraction, a string where a number is, a number where a flag is) is either refused by
+/// name or changes nothing (the field is not one the family builds from). Which defaults
+/// apply where the field is absent, null or zero is what `scripts/config_defaults_check.py`
+/// holds against transformers itself in `cargo xtask verify`.
+#[test]
+fn every_field_mutation_is_the_same_architecture_or_refused_by_name() {
+    let aliases = ["num_local_experts", "num_experts", "n_routed_experts"];
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        let before = read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
+        let nested = matches!(family, Family::Gemma3 | Family::Mistral3);
+        let inner_keys: Vec<String> = if nested {
+            good["text_config"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        } else {
+            good.as_object().unwrap().keys().cloned().collect()
+        };
+        let mut keys: Vec<(bool, String)> = inner_keys.into_iter().map(|k| (nested, k)).collect();
+        if nested {
+            keys.extend(good.as_object().unwrap().keys().map(|k| (false, k.clone())));
+        }
+        keys.retain(|(_, k)| k != "model_type");
+        for (inside, key) in keys {
+            let value = if inside {
+                good["text_config"][&key].clone()
+            } else {
+                good[&key].clone()
+            };
+            let strict: &[serde_json::Value] = match &value {
+                serde_json::Value::Number(_) => &[
+                    serde_json::json!(-1),
+                    serde_json::json!(2.5),
+                    serde_json::json!("yes"),
+                    serde_json::json!([1]),
+                ],
+                serde_json::Value::Bool(_) => &[serde_json::json!("yes"), serde_json::json!(1)],
+                _ => &[],
+            };
+            let loose = [
+                None,
+                Some(serde_json::Value::Null),
+                Some(serde_json::json!(0)),
+                Some(serde_json::json!(1u64 << 41)),
+                Some(serde_json::json!({})),
+            ];
+            let mutations = strict
+                .iter()
+                .cloned()
+                .map(|v| (true, Some(v)))
+                .chain(loose.into_iter().map(|v| (false, v)));
+            for (must_refuse_if_read, mutation) in mutations {
+                let mut changed = good.clone();
+                let target = if inside {
+                    changed["text_config"].as_object_mut().unwrap()
+                } else {
+                    changed.as_object_mut().unwrap()
+                };
+                match &mutation {
+                    None => {
+                        target.remove(&key);
+                    }
+                    Some(v) => {
+                        target.insert(key.clone(), v.clone());
+                    }
+                }
+                let what = format!("{family:?} {key} = {mutation:?}");
+                let result = std::panic::catch_unwind(|| read(&changed))
+                    .unwrap_or_else(|_| panic!("{what}: panicked"));
+                match result {
+                    Err(e) => {
+                        let e = e.to_string();
+                        let named = e.contains(key.as_str())
+                            || (aliases.contains(&key.as_str())
+                                && aliases.iter().any(|a| e.contains(a)));
+                        assert!(named, "{what}: refused without naming it: {e}");
+                    }
+                    Ok(after) if must_refuse_if_read => {
+                        assert_eq!(after, before, "{what}: accepted and planned differently");
+                    }
+                    Ok(_) => {}
+                }
+            }
+            // The expert count under its other names: the same count, or refused by name.
+            if aliases.contains(&key.as_str()) {
+                for other in aliases.iter().filter(|a| **a != key) {
+                    let mut spelled = good.clone();
+                    let map = spelled.as_object_mut().unwrap();
+                    map.remove(&key);
+                    map.insert(other.to_string(), value.clone());
+                    // The classes' attribute maps (transformers 5.17): these read the other
+                    // name as the same field; the rest ignore it and build their default.
+                    let mapped = matches!(
+                        (family, *other),
+                        (Family::Mixtral | Family::DeepseekV2, "num_experts")
+                            | (
+                                Family::DeepseekV3 | Family::Qwen3Moe | Family::Glm4Moe,
+                                "num_local_experts"
+                            )
+                            | (Family::Qwen3Moe, "num_experts")
+                    );
+                    match read(&spelled) {
+                        Ok(a) if mapped => assert_eq!(a, before, "{family:?} {key} as {other}"),
+                        Ok(a) => {
+                            assert_ne!(a.experts, before.experts, "{family:?} {key} as {other}")
+                        }
+                        Err(e) => assert!(
+                            aliases.iter().any(|a| e.to_string().contains(a)),
+                            "{family:?} {key} spelled {other}: {e}"
+                        ),
+                    }
+                }
+            }
+        }
     }
 }
