@@ -388,7 +388,66 @@ pub fn read(config: &Value) -> Result<Architecture> {
             Family::supported()
         ))
     })?;
+    consistent_architectures(family, top)?;
     family.architecture(top)
+}
+
+/// Refuses a config whose `architectures` names only classes of another family than its
+/// `model_type` (`LlamaForCausalLM` under `qwen2`, say). transformers builds by `model_type`
+/// and ignores the list, so such a file says two things and a plan would answer one of them
+/// silently. A class is matched by its name before `For` or `Model`, letters and digits only,
+/// against the `model_type` without `_` and without a `_text` suffix
+/// (`PhiMoEForCausalLM` is `phimoe`, `DeepseekV3ForCausalLM` `deepseek_v3`); an absent,
+/// null or empty list says nothing.
+///
+/// # Errors
+/// [`Error::Usage`] naming both fields when no class listed is of the family, or when the
+/// list is not a list of names.
+fn consistent_architectures(family: Family, top: &Map<String, Value>) -> Result<()> {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let want = squash(family.model_type().trim_end_matches("_text"));
+    let list = match top.get("architectures") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "config.json: \"architectures\" must be a list of class names, found {}",
+                crate::text::excerpt(&other.to_string())
+            )))
+        }
+    };
+    let mut names = Vec::new();
+    for item in list {
+        let Value::String(name) = item else {
+            return Err(Error::usage(format!(
+                "config.json: \"architectures\" must be a list of class names, found {}",
+                crate::text::excerpt(&item.to_string())
+            )));
+        };
+        let stem = ["For", "Model"]
+            .iter()
+            .filter_map(|cut| name.find(cut))
+            .min()
+            .map_or(name.as_str(), |at| &name[..at]);
+        if squash(stem) == want {
+            return Ok(());
+        }
+        names.push(name.as_str());
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "config.json: \"architectures\" lists {} but \"model_type\" is {}: the file describes two models; fix one of them (transformers would build the {} one)",
+        crate::text::excerpt(&names.join(", ")),
+        family.model_type(),
+        family.model_type()
+    )))
 }
 
 /// What a family's configuration class defaults for the fields every decoder reads.

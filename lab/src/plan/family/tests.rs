@@ -1107,3 +1107,45 @@ fn every_field_mutation_is_the_same_architecture_or_refused_by_name() {
         }
     }
 }
+
+/// `architectures` against `model_type`: a class of the family (any of them listed) passes,
+/// the remote-code spelling `PhiMoEForCausalLM` included; only other families' classes, or a
+/// list that is not one of names, is refused naming both fields.
+#[test]
+fn architectures_contradicting_the_model_type_are_refused_by_name() {
+    let with = |family: Family, list: serde_json::Value| {
+        let mut v = base(family);
+        v["architectures"] = list;
+        read(&v)
+    };
+    for family in Family::ALL.iter().copied() {
+        let own = match family {
+            Family::Phimoe => "PhiMoEForCausalLM".to_string(),
+            Family::Gemma3Text => "Gemma3ForCausalLM".to_string(),
+            Family::Gemma3 => "Gemma3ForConditionalGeneration".to_string(),
+            Family::Mistral3 => "Mistral3ForConditionalGeneration".to_string(),
+            f => {
+                let t = f.model_type();
+                let (a, b) = t.split_at(1);
+                format!("{}{}ForCausalLM", a.to_uppercase(), b.replace('_', ""))
+            }
+        };
+        with(family, serde_json::json!([own])).unwrap_or_else(|e| panic!("{own}: {e}"));
+        with(family, serde_json::json!(["SomethingElse", own])).unwrap();
+        with(family, serde_json::json!([])).unwrap();
+        with(family, serde_json::Value::Null).unwrap();
+        let other = if family == Family::Llama {
+            "MistralForCausalLM"
+        } else {
+            "LlamaForCausalLM"
+        };
+        for bad in [
+            serde_json::json!([other]),
+            serde_json::json!("LlamaForCausalLM"),
+            serde_json::json!([7]),
+        ] {
+            let e = with(family, bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("\"architectures\""), "{family:?} {bad}: {e}");
+        }
+    }
+}
