@@ -40,6 +40,8 @@ def dump(cfg, folder):
             model = T.Gemma3ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16)
         elif isinstance(cfg, T.Llama4Config):
             model = T.Llama4ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16)
+        elif isinstance(cfg, T.Mistral3Config):
+            model = T.Mistral3ForConditionalGeneration._from_config(cfg, dtype=torch.bfloat16)
         else:
             model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     out = []
@@ -89,6 +91,19 @@ def synthetic():
             intermediate_size_mlp=384, num_local_experts=4, num_experts_per_tok=2,
             interleave_moe_layer_step=2, attention_bias=True, no_rope_layers=[1, 0, 1, 0]),
         "synthetic-gemma3-vision": gemma3,
+        # Command-R with query and key norms (per head, over (heads, head_dim)).
+        "synthetic-cohere-qk-norm": T.CohereConfig(**small, num_key_value_heads=2,
+                                                   use_qk_norm=True, attention_bias=True),
+        # Phi-3.5-MoE's layout: LayerNorms with biases, biases on q/k/v/o, a head bias.
+        "synthetic-phimoe": T.PhimoeConfig(**small, num_key_value_heads=2, num_local_experts=4,
+                                           num_experts_per_tok=2, attention_bias=True,
+                                           lm_head_bias=True, sliding_window=64),
+        # GLM-4.5 with query/key norms, two dense layers first, two shared experts.
+        "synthetic-glm4-moe": T.Glm4MoeConfig(
+            **{**small, "num_hidden_layers": 3}, num_key_value_heads=2, head_dim=32,
+            moe_intermediate_size=64, n_routed_experts=4, num_experts_per_tok=2,
+            n_shared_experts=2, first_k_dense_replace=2, use_qk_norm=True,
+            attention_bias=True),
         "synthetic-gemma3-vision-head": head,
     }
 

@@ -120,6 +120,10 @@ pub const STEPS: &[Step] = &[
         "torch worker: decoder logits = transformers' on the CPU",
         worker::step_numerics,
     ),
+    Step::slow(
+        "lab plan: config fields = transformers' (every family, every field)",
+        worker::step_config_defaults,
+    ),
 ];
 
 /// Runs `cargo xtask verify`; returns exit code 1 when any step (or the archive) failed.

@@ -307,17 +307,12 @@ pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
 /// Pinned Python packages the numerics step adds to the torch venv.
 pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
 
-/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3) against
-/// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
-/// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
-/// same weights written to safetensors, logits compared within the tolerance per dtype).
-/// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned). Then
-/// `lab measure --model` against that worker without a GPU: exit 2, "no CUDA device", no file.
-pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
-    let built = build(&ctx.root, true, Profile::Dev)?;
-    let venv = venv(&ctx.root);
+/// The torch venv with the pinned [`NUMERICS_REQUIREMENTS`] installed (once per pin: a marker
+/// file holds the requirements last installed). The venv itself comes from [`build`].
+fn numerics_venv(root: &Path) -> Result<PathBuf> {
+    let venv = venv(root);
     let marker = venv.join(".lab-numerics-requirements");
-    let requirements = ctx.root.join(NUMERICS_REQUIREMENTS);
+    let requirements = root.join(NUMERICS_REQUIREMENTS);
     let wanted = std::fs::read_to_string(&requirements)
         .with_context(|| format!("{}: cannot read", requirements.display()))?;
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(wanted.as_str()) {
@@ -326,6 +321,35 @@ pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
         checked(command, "pip install the numerics requirements", "")?;
         std::fs::write(&marker, &wanted)?;
     }
+    Ok(venv)
+}
+
+/// Verify step: `lab plan`'s reading of every config field it uses against transformers'
+/// (`scripts/config_defaults_check.py`, CPU, the pinned transformers of the numerics step):
+/// each family's small config with one field present, absent, null, zero, negative, huge, of
+/// the wrong type or spelled another way; the plan's parameters, key/value heads, head width,
+/// tying and windowed layers must be what transformers builds on the meta device, or lab
+/// must refuse (naming the field where transformers builds it). About two minutes.
+pub fn step_config_defaults(ctx: &crate::Ctx) -> Result<()> {
+    let built = build(&ctx.root, true, Profile::Dev)?;
+    let venv = numerics_venv(&ctx.root)?;
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .arg(ctx.root.join("scripts/config_defaults_check.py"))
+        .arg(built.lab())
+        .env("CUDA_VISIBLE_DEVICES", "");
+    checked(command, "config defaults against transformers", "")
+}
+
+/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3) against
+/// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
+/// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
+/// same weights written to safetensors, logits compared within the tolerance per dtype).
+/// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned). Then
+/// `lab measure --model` against that worker without a GPU: exit 2, "no CUDA device", no file.
+pub fn step_numerics(ctx: &crate::Ctx) -> Result<()> {
+    let built = build(&ctx.root, true, Profile::Dev)?;
+    let venv = numerics_venv(&ctx.root)?;
     let mut command = Command::new(venv.join("bin/python"));
     command
         .arg(ctx.root.join("lab/tests/numerics/decoder_numerics.py"))

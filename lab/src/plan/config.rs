@@ -93,6 +93,34 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// One field a configuration class knows under several names (its `attribute_map`:
+    /// `num_experts` for `num_local_experts`...): the value of whichever is present, the
+    /// class default of `names[0]` when none is, required.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the field when one present is null or not a whole number, when
+    /// none is present and the class has no default, or naming both when two present
+    /// disagree (the class would keep one of them, which a config stating two counts cannot
+    /// be assumed to mean).
+    pub fn required_any(&self, names: &[&str]) -> Result<u64> {
+        let mut found: Option<(&str, u64)> = None;
+        for name in names.iter().filter(|n| self.map.contains_key(**n)) {
+            let value = self.required(name)?;
+            match found {
+                Some((first, v)) if v != value => {
+                    return Err(Error::usage(format!(
+                        "config.json: {first} {v} and {name} {value} disagree (the configuration class reads them as one field)"
+                    )))
+                }
+                _ => found = Some((name, value)),
+            }
+        }
+        match found {
+            Some((_, v)) => Ok(v),
+            None => self.required(names.first().copied().unwrap_or_default()),
+        }
+    }
+
     /// A list of layer indices, each below `layers`, when present and not null.
     ///
     /// # Errors

@@ -1,11 +1,12 @@
 //! DeepSeek-V2 and V3 (`DeepseekV2Config`, `DeepseekV3Config`, `modeling_deepseek_v2.py`,
 //! `modeling_deepseek_v3.py`): multi-head latent attention on every layer (no window); the
 //! first `first_k_dense_replace` layers dense, the others a mixture of `n_routed_experts`
-//! experts (routed experts, router, V3's score-correction bias, shared experts) when the
-//! config has experts. A config that leaves out `n_routed_experts` or `q_lora_rank` is
-//! refused naming it (the classes would build 64 or 256 experts and a 1536-wide query
-//! compression, far from a config that simply does not mention them); `null` states
-//! "none".
+//! experts (routed experts, router, V3's score-correction bias, shared experts). A config
+//! that leaves out `n_routed_experts` (or its alias, V2's `num_experts`, V3's
+//! `num_local_experts`) or `q_lora_rank` is refused naming it (the classes would build 64 or
+//! 256 experts and a 1536-wide query compression, far from a config that simply does not
+//! mention them); `q_lora_rank: null` states a plain query projection, while the expert
+//! counts are strict integers to the classes and null is refused.
 
 use super::{check_experts, decoder, gated_mlp, layer_count, layer_norms, stacked_experts};
 use super::{Architecture, Attention, ClassDefaults, Experts, Family, FeedForward, Latent, Layer};
@@ -52,6 +53,11 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        head_dim_nullable: true,
+        // The latent attention's q_a, kv_a and output projections take `attention_bias`;
+        // only DeepseekV2MLP reads `mlp_bias` (V3's MLP has none).
+        attention_bias: true,
+        mlp_bias: family == Family::DeepseekV2,
     };
     let mut arch = decoder(family, &f, top, class)?;
     let count = layer_count(arch.layers)?;
@@ -60,13 +66,18 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
     } else {
         "64"
     };
-    stated(
-        &f,
-        family,
-        "n_routed_experts",
-        &format!("{routed_default} routed experts"),
-        "a dense model",
-    )?;
+    // The expert count's other name (the class's attribute_map).
+    let alias = if family == Family::DeepseekV3 {
+        "num_local_experts"
+    } else {
+        "num_experts"
+    };
+    if f.get("n_routed_experts").is_none() && f.get(alias).is_none() {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}) has no \"n_routed_experts\": transformers would build {routed_default} routed experts; state the count",
+            family.model_type()
+        )));
+    }
     stated(
         &f,
         family,
@@ -74,31 +85,28 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         "a 1536-wide query compression",
         "a plain query projection",
     )?;
-    let (experts, dense_layers) = match f.optional("n_routed_experts")? {
-        None => (None, arch.layers),
-        Some(routed) => {
-            let moe_intermediate = f.required("moe_intermediate_size")?;
-            let shared = f.optional("n_shared_experts")?.unwrap_or(0);
-            let freq = f.optional("moe_layer_freq")?.unwrap_or(1);
-            if freq != 1 {
-                return Err(Error::usage(format!(
-                    "config.json: moe_layer_freq {freq} is not supported (only every layer after first_k_dense_replace)"
-                )));
-            }
-            let experts = Experts {
-                routed,
-                per_token: f.required("num_experts_per_tok")?,
-                intermediate: moe_intermediate,
-                shared_intermediate: moe_intermediate.checked_mul(shared).ok_or_else(|| {
-                    Error::usage(format!(
-                        "config.json: moe_intermediate_size {moe_intermediate} x n_shared_experts {shared} overflows 64 bits"
-                    ))
-                })?,
-            };
-            let first = f.optional("first_k_dense_replace")?.unwrap_or(0);
-            (Some(experts), first.min(arch.layers))
-        }
+    // The classes type these counts `int`: null is refused (transformers 5.17 refuses it).
+    let routed = f.required_any(&["n_routed_experts", alias])?;
+    let moe_intermediate = f.required("moe_intermediate_size")?;
+    let shared = f.required("n_shared_experts")?;
+    let freq = f.required("moe_layer_freq")?;
+    if freq != 1 {
+        return Err(Error::usage(format!(
+            "config.json: moe_layer_freq {freq} is not supported (only every layer after first_k_dense_replace)"
+        )));
+    }
+    let experts = Experts {
+        routed,
+        per_token: f.required("num_experts_per_tok")?,
+        intermediate: moe_intermediate,
+        shared_intermediate: moe_intermediate.checked_mul(shared).ok_or_else(|| {
+            Error::usage(format!(
+                "config.json: moe_intermediate_size {moe_intermediate} x n_shared_experts {shared} overflows 64 bits"
+            ))
+        })?,
     };
+    let dense_layers = f.required("first_k_dense_replace")?.min(arch.layers);
+    let experts = Some(experts);
     arch.latent = Some(Latent {
         kv_lora_rank: f.required("kv_lora_rank")?,
         q_lora_rank: f.optional("q_lora_rank")?,
@@ -140,16 +148,25 @@ pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
             None => t.linear(&[a.saturating_mul(qk), h]),
             Some(q) => {
                 t.linear(&[q, h]);
+                if arch.attention_bias {
+                    t.other(&[q]);
+                }
                 t.other(&[q]);
                 t.linear(&[a.saturating_mul(qk), q]);
             }
         }
         let c = l.kv_lora_rank;
         t.linear(&[c.saturating_add(l.qk_rope_head_dim), h]);
+        if arch.attention_bias {
+            t.other(&[c.saturating_add(l.qk_rope_head_dim)]);
+        }
         t.other(&[c]);
         let nv = l.qk_nope_head_dim.saturating_add(l.v_head_dim);
         t.linear(&[a.saturating_mul(nv), c]);
         t.linear(&[h, a.saturating_mul(l.v_head_dim)]);
+        if arch.attention_bias {
+            t.other(&[h]);
+        }
     }
     match (layer.feed_forward, &arch.experts) {
         (FeedForward::Experts, Some(e)) => {
@@ -160,13 +177,12 @@ pub(super) fn layer(arch: &Architecture, layer: &Layer, t: &mut Sink) {
                 t.other(&[e.routed]);
             }
             if e.shared_intermediate > 0 {
-                t.linear(&[e.shared_intermediate, h]);
-                t.linear(&[e.shared_intermediate, h]);
-                t.linear(&[h, e.shared_intermediate]);
+                gated_mlp(arch, e.shared_intermediate, arch.mlp_bias, t);
             }
         }
-        // DeepseekV3MLP is built with bias=False whatever the config says.
-        _ => gated_mlp(arch, arch.intermediate, false, t),
+        // DeepseekV3MLP is built with bias=False whatever the config says; V2's takes
+        // mlp_bias.
+        _ => gated_mlp(arch, arch.intermediate, arch.mlp_bias, t),
     }
     layer_norms(arch, t);
 }

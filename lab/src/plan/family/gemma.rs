@@ -16,6 +16,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: Some(256),
         tied: true,
         kv_nullable: false,
+        head_dim_nullable: false,
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let full = |_, count| Ok(vec![Attention::Full; count]);

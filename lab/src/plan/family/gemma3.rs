@@ -41,7 +41,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
                 "config.json (model_type {label}) has no \"vision_config\" object"
             )));
         };
-        (text, Some(vision_facts(v)?))
+        (text, Some(Tower::Siglip(vision_facts(v)?)))
     } else {
         (top, None)
     };
@@ -50,16 +50,30 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: Some(256),
         tied: true,
         kv_nullable: false,
+        head_dim_nullable: false,
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let pattern = attention_pattern(&f, arch.layers, |w, count| {
-        let every = f.optional("sliding_window_pattern")?.unwrap_or(6).max(1);
+        // Popped from the keyword arguments with 6; null is refused (the class divides by it).
+        let every = match f.get("sliding_window_pattern") {
+            None => 6,
+            Some(_) => f.required("sliding_window_pattern")?,
+        };
         Ok(slide_where(w, count, |i| {
             !(i as u64 + 1).is_multiple_of(every)
         }))
     })?;
     arch.layer_kinds = dense(pattern);
-    arch.vision = vision.map(Tower::Siglip);
+    if family == Family::Gemma3 {
+        // Gemma3ForConditionalGeneration ties by the top level (Gemma3Config's field, default
+        // true): text_config's own tie_word_embeddings does not untie it.
+        arch.tied_embeddings = Fields::new(top, label)
+            .boolean("tie_word_embeddings")?
+            .unwrap_or(true);
+    }
+    arch.vision = vision;
     arch.norms_per_layer = 4;
     arch.qk_norm = true;
     arch.embedding_scale = true;

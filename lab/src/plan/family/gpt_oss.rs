@@ -54,6 +54,10 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: false,
+        head_dim_nullable: false,
+        // The attention reads `attention_bias`; the MLP (dense or expert) has no `mlp_bias`.
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let pattern = attention_pattern(&f, arch.layers, |w, count| {

@@ -18,6 +18,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        head_dim_nullable: false,
+        attention_bias: true,
+        mlp_bias: true,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     // GraniteAttention keeps no window and the class has no layer_types.

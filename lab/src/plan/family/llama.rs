@@ -17,6 +17,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        head_dim_nullable: true,
+        attention_bias: true,
+        mlp_bias: true,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let full = |_, count| Ok(vec![Attention::Full; count]);

@@ -69,7 +69,7 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         (top, None)
     };
     let f = Fields::new(text, label).with_defaults(&TEXT_DEFAULTS);
-    for key in ["head_dim", "num_key_value_heads"] {
+    for key in ["head_dim", "num_key_value_heads", "num_local_experts"] {
         if f.get(key) == Some(&Value::Null) {
             return Err(Error::usage(format!(
                 "config.json (model_type {label}): \"{key}\" is null, which Llama4TextConfig refuses; give the number, or leave it out for the class default"
@@ -80,6 +80,10 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: false,
+        head_dim_nullable: false,
+        // The attention reads `attention_bias`; the MLP (dense or expert) has no `mlp_bias`.
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let count = layer_count(arch.layers)?;

@@ -25,12 +25,16 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: false,
+        head_dim_nullable: true,
+        attention_bias: false,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let every = |w, count| Ok(vec![Attention::Sliding(w); count]);
     let pattern = attention_pattern(&f, arch.layers, every)?;
     let experts = Experts {
-        routed: f.required("num_local_experts")?,
+        // MixtralConfig's attribute_map reads num_experts as num_local_experts.
+        routed: f.required_any(&["num_local_experts", "num_experts"])?,
         per_token: f.required("num_experts_per_tok")?,
         intermediate: arch.intermediate,
         shared_intermediate: 0,

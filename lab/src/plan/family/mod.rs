@@ -12,18 +12,22 @@
 //! (`lab/tests/data/module-order/`), the totals against the public parameter counts of the
 //! shipped configs (`examples/models/`).
 
+mod cohere;
 mod deepseek;
 mod gemma;
 mod gemma2;
 mod gemma3;
+mod glm4_moe;
 mod gpt_oss;
 mod granite;
 mod llama;
 mod llama4;
 mod mistral;
+mod mistral3;
 mod mixtral;
 mod olmo2;
 mod phi3;
+mod phimoe;
 mod qwen2;
 mod qwen2_moe;
 mod qwen3;
@@ -92,6 +96,11 @@ families! {
     GptOss => gpt_oss, "gpt_oss";
     Llama4Text => llama4, "llama4_text";
     Llama4 => llama4, "llama4";
+    Cohere => cohere, "cohere";
+    Cohere2 => cohere, "cohere2";
+    Phimoe => phimoe, "phimoe";
+    Glm4Moe => glm4_moe, "glm4_moe";
+    Mistral3 => mistral3, "mistral3";
 }
 
 impl Family {
@@ -228,6 +237,32 @@ pub enum Tower {
     Siglip(Vision),
     /// Llama 4's tower and projector.
     Llama4(Llama4Vision),
+    /// Pixtral and the Mistral 3 projector ([`Pixtral`]).
+    Pixtral(Pixtral),
+}
+
+/// Pixtral vision tower facts (Mistral 3 multimodal checkpoints: Mistral-Small-3.x,
+/// Ministral 3), with the Mistral 3 projector's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pixtral {
+    /// Width of the vision encoder.
+    pub hidden: u64,
+    /// Vision encoder layers.
+    pub layers: u64,
+    /// Vision feed-forward intermediate size.
+    pub intermediate: u64,
+    /// Width of one vision attention head (its rotary frequencies are half of it).
+    pub head_dim: u64,
+    /// Patch side in pixels.
+    pub patch_size: u64,
+    /// Colour channels.
+    pub channels: u64,
+    /// `spatial_merge_size`: the projector merges `m x m` patches into one token.
+    pub merge: u64,
+    /// Encoder layers whose features the projector concatenates (`vision_feature_layer`).
+    pub feature_layers: u64,
+    /// `multimodal_projector_bias`: biases on the projector's two linears.
+    pub projector_bias: bool,
 }
 
 /// The architecture facts of one model (its text decoder, and a vision tower if any).
@@ -251,9 +286,10 @@ pub struct Architecture {
     pub vocab: u64,
     /// Whether the output head shares the embedding matrix.
     pub tied_embeddings: bool,
-    /// `attention_bias`: biases on the attention projections.
+    /// Biases on the attention projections, as the family's modeling file builds them
+    /// (`attention_bias` where it reads that field).
     pub attention_bias: bool,
-    /// `mlp_bias`: biases on the feed-forward projections.
+    /// Biases on the feed-forward projections (`mlp_bias` where the modeling file reads it).
     pub mlp_bias: bool,
     /// Each decoder layer's attention and feed-forward, `layers` of them.
     pub layer_kinds: Vec<Layer>,
@@ -277,8 +313,17 @@ pub struct Architecture {
     pub mtp_layers: u64,
     /// The configured storage dtype (`dtype` or `torch_dtype`), when stated.
     pub dtype: Option<String>,
-    /// Vision tower of a multimodal checkpoint (Gemma 3, Llama 4).
+    /// Vision tower of a multimodal checkpoint (Gemma 3's SigLIP, Llama 4's, Mistral 3's
+    /// Pixtral).
     pub vision: Option<Tower>,
+    /// Rotated width of each head when only part of it is rotary (GLM-4.5's
+    /// `partial_rotary_factor`); `None`: the whole head (or latent attention's rope width).
+    pub rotary_width: Option<u64>,
+    /// Whether the `hidden`-wide norms (each layer's and the final one) are LayerNorms with
+    /// a bias beside their weight (Phi-3.5-MoE) rather than weight-only norms.
+    pub norm_bias: bool,
+    /// Whether the output head has a bias of `vocab` elements (Phi-3.5-MoE's `lm_head_bias`).
+    pub head_bias: bool,
     /// `quantization_config.quant_method` of a pre-quantized checkpoint (GPTQ, AWQ...), whose
     /// safetensors hold packed storage rather than one element per parameter.
     pub quantization: Option<String>,
@@ -298,6 +343,7 @@ impl Architecture {
         match &self.vision {
             Some(Tower::Siglip(vision)) => gemma3::vision_tower(vision, self.hidden, &mut t),
             Some(Tower::Llama4(vision)) => llama4::vision_tower(vision, self.hidden, &mut t),
+            Some(Tower::Pixtral(vision)) => mistral3::vision_tower(vision, self.hidden, &mut t),
             None => {}
         }
         t.emit(Role::Embedding, &[self.vocab, self.hidden]);
@@ -310,9 +356,15 @@ impl Architecture {
             self.family.layer(self, layer, &mut t);
         }
         t.other(&[self.hidden]);
+        if self.norm_bias {
+            t.other(&[self.hidden]);
+        }
         // Rotary frequencies, fp32: `inv_freq` and `original_inv_freq`, once, or once per
         // attention kind the layers use.
-        let rotary = self.latent.map_or(self.head_dim, |l| l.qk_rope_head_dim) / 2;
+        let rotated = self
+            .rotary_width
+            .unwrap_or(self.latent.map_or(self.head_dim, |l| l.qk_rope_head_dim));
+        let rotary = rotated / 2;
         let pairs = if self.rotary_per_attention_kind {
             let sliding = self.sliding_layers();
             usize::from(sliding > 0) + usize::from(sliding < self.layer_kinds.len())
@@ -324,6 +376,9 @@ impl Architecture {
         }
         if !self.tied_embeddings {
             t.emit(Role::OutputHead, &[self.hidden, self.vocab]);
+        }
+        if self.head_bias {
+            t.other(&[self.vocab]);
         }
     }
 
@@ -414,7 +469,66 @@ pub fn read(config: &Value) -> Result<Architecture> {
             Family::supported()
         ))
     })?;
+    consistent_architectures(family, top)?;
     family.architecture(top)
+}
+
+/// Refuses a config whose `architectures` names only classes of another family than its
+/// `model_type` (`LlamaForCausalLM` under `qwen2`, say). transformers builds by `model_type`
+/// and ignores the list, so such a file says two things and a plan would answer one of them
+/// silently. A class is matched by its name before `For` or `Model`, letters and digits only,
+/// against the `model_type` without `_` and without a `_text` suffix
+/// (`PhiMoEForCausalLM` is `phimoe`, `DeepseekV3ForCausalLM` `deepseek_v3`); an absent,
+/// null or empty list says nothing.
+///
+/// # Errors
+/// [`Error::Usage`] naming both fields when no class listed is of the family, or when the
+/// list is not a list of names.
+fn consistent_architectures(family: Family, top: &Map<String, Value>) -> Result<()> {
+    let squash = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let want = squash(family.model_type().trim_end_matches("_text"));
+    let list = match top.get("architectures") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(list)) => list,
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "config.json: \"architectures\" must be a list of class names, found {}",
+                crate::text::excerpt(&other.to_string())
+            )))
+        }
+    };
+    let mut names = Vec::new();
+    for item in list {
+        let Value::String(name) = item else {
+            return Err(Error::usage(format!(
+                "config.json: \"architectures\" must be a list of class names, found {}",
+                crate::text::excerpt(&item.to_string())
+            )));
+        };
+        let stem = ["For", "Model"]
+            .iter()
+            .filter_map(|cut| name.find(cut))
+            .min()
+            .map_or(name.as_str(), |at| &name[..at]);
+        if squash(stem) == want {
+            return Ok(());
+        }
+        names.push(name.as_str());
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "config.json: \"architectures\" lists {} but \"model_type\" is {}: the file describes two models; fix one of them (transformers would build the {} one)",
+        crate::text::excerpt(&names.join(", ")),
+        family.model_type(),
+        family.model_type()
+    )))
 }
 
 /// What a family's configuration class defaults for the fields every decoder reads.
@@ -426,6 +540,17 @@ struct ClassDefaults {
     /// Whether `num_key_value_heads` may be null (the class's type is `int | None`, and
     /// null means the attention heads); when not, the class refuses null, and so does lab.
     kv_nullable: bool,
+    /// Whether `head_dim` may be null (then `hidden_size / num_attention_heads`): true where
+    /// the class and its attention accept it (Llama, Mistral, Mixtral, DeepSeek);
+    /// elsewhere transformers refuses a null width, and so does lab.
+    head_dim_nullable: bool,
+    /// Whether the modeling file builds its attention biases from `attention_bias` (else it
+    /// never reads the field, so lab does not either: Mistral, Mixtral, Phi-3 build none,
+    /// Qwen2 always three).
+    attention_bias: bool,
+    /// Whether the modeling file builds MLP biases from `mlp_bias` (Llama, Granite,
+    /// DeepSeek-V2); every other family's MLP is bias-free whatever the config says.
+    mlp_bias: bool,
 }
 
 /// The fields every decoder family reads, with its class defaults; `top` is the config's
@@ -447,6 +572,13 @@ fn decoder(
         )));
     }
     let kv_heads = f.optional("num_key_value_heads")?.unwrap_or(heads);
+    if !defaults.head_dim_nullable && f.get("head_dim") == Some(&Value::Null) {
+        return Err(Error::usage(format!(
+            "config.json (model_type {}): \"head_dim\" is null, which its configuration class cannot build; give the width, or leave it out for the class default",
+            family.model_type()
+        )));
+    }
+    listed_layer_types(f, layers)?;
     let head_dim = match f.optional("head_dim")?.or(defaults.head_dim) {
         Some(d) => d,
         None => {
@@ -482,8 +614,10 @@ fn decoder(
         };
         dtype = dtype.or(stated);
     }
-    let attention_bias = f.boolean("attention_bias")?.unwrap_or(false);
-    let mlp_bias = f.boolean("mlp_bias")?.unwrap_or(false);
+    let read_bias =
+        |key, read: bool| -> Result<bool> { Ok(read && f.boolean(key)?.unwrap_or(false)) };
+    let attention_bias = read_bias("attention_bias", defaults.attention_bias)?;
+    let mlp_bias = read_bias("mlp_bias", defaults.mlp_bias)?;
     let quantization = quantization(top)?;
     Ok(Architecture {
         family,
@@ -509,6 +643,9 @@ fn decoder(
         dtype,
         vision: None,
         quantization,
+        rotary_width: None,
+        norm_bias: false,
+        head_bias: false,
     })
 }
 
@@ -628,6 +765,31 @@ fn attention_pattern(
     match window {
         Some(w) => rule(w, count),
         None => Ok(vec![Attention::Full; count]),
+    }
+}
+
+/// `layer_types`, when listed, as every configuration class validates it (transformers 5.17
+/// `PreTrainedConfig`: one known type per layer), for the families that then ignore it too.
+fn listed_layer_types(f: &Fields, layers: u64) -> Result<()> {
+    let bad = |found: &Value| {
+        Error::usage(format!(
+            "config.json: \"layer_types\" must list one of full_attention, sliding_attention for each of the {layers} layers, found {}",
+            crate::text::excerpt(&found.to_string())
+        ))
+    };
+    match f.get("layer_types") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(types)) => {
+            let known = types
+                .iter()
+                .all(|t| matches!(t.as_str(), Some("full_attention" | "sliding_attention")));
+            if types.len() as u64 == layers && known {
+                Ok(())
+            } else {
+                Err(bad(&Value::Array(types.clone())))
+            }
+        }
+        Some(other) => Err(bad(other)),
     }
 }
 
@@ -752,10 +914,14 @@ fn stacked_experts(arch: &Architecture, e: &Experts, t: &mut Sink) {
     t.linear(&[e.routed, arch.hidden, e.intermediate]);
 }
 
-/// The layer's RMSNorms ([`Architecture::norms_per_layer`]).
+/// The layer's norms ([`Architecture::norms_per_layer`]), each a weight and, with
+/// [`Architecture::norm_bias`], its bias.
 fn layer_norms(arch: &Architecture, t: &mut Sink) {
     for _ in 0..arch.norms_per_layer {
         t.other(&[arch.hidden]);
+        if arch.norm_bias {
+            t.other(&[arch.hidden]);
+        }
     }
 }
 

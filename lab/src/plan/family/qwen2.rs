@@ -26,6 +26,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: true,
+        head_dim_nullable: false,
+        attention_bias: false,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     arch.layer_kinds = dense(qwen_attention(&f, arch.layers)?);

@@ -43,6 +43,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         // The class leaves a null num_key_value_heads null (no __post_init__ fill): it
         // cannot build that model.
         kv_nullable: false,
+        head_dim_nullable: false,
+        attention_bias: false,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let on = f.boolean("use_sliding_window")?.unwrap_or(false);

@@ -35,6 +35,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
         head_dim: None,
         tied: false,
         kv_nullable: false,
+        head_dim_nullable: false,
+        attention_bias: true,
+        mlp_bias: false,
     };
     let mut arch = decoder(family, &f, top, defaults)?;
     let on = f.boolean("use_sliding_window")?.unwrap_or(false);

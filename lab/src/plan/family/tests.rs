@@ -107,6 +107,35 @@ fn shipped_configs_count_their_public_parameters_and_kv_cache() {
             401_583_781_376,
             196_608,
         ),
+        // Command-R v01 ("35B"): 64 key/value heads of 128 on 40 layers, tied.
+        (
+            "c4ai-command-r-v01",
+            shipped!("c4ai-command-r-v01"),
+            34_980_831_232,
+            1_310_720,
+        ),
+        // Command R7B (8.03B in its safetensors, "7B" on its card): 8 key/value heads.
+        (
+            "c4ai-command-r7b-12-2024",
+            shipped!("c4ai-command-r7b-12-2024"),
+            8_028_033_024,
+            131_072,
+        ),
+        // GLM-4.5-Air ("106B total"): the multi-token-prediction layer is not built.
+        (
+            "glm-4.5-air",
+            shipped!("glm-4.5-air"),
+            106_852_245_504,
+            188_416,
+        ),
+        // Mistral-Small-3.2-24B: the tower, projector and decoder, the head tied (see
+        // mistral3.rs: the top level does not say false).
+        (
+            "mistral-small-3.2-24b",
+            shipped!("mistral-small-3.2-24b"),
+            23_340_272_640,
+            163_840,
+        ),
     ] {
         let a = arch(text);
         assert_eq!(parameters(&a), params, "{name}");
@@ -226,13 +255,24 @@ fn deepseek_layers_are_latent_and_dense_first() {
     // V2 has no score-correction bias.
     let v2 = arch(&text.replace("deepseek_v3", "deepseek_v2"));
     assert_eq!(parameters(&v2), expected - 2 * 8);
-    // Without routed experts every layer is dense.
-    let no_experts = arch(&text.replace("\"n_routed_experts\":8", "\"n_routed_experts\":null"));
-    assert!(no_experts.experts.is_none());
-    assert!(no_experts
+    // Every layer dense when first_k_dense_replace covers them all.
+    let all_dense =
+        arch(&text.replace("\"first_k_dense_replace\":1", "\"first_k_dense_replace\":3"));
+    assert!(all_dense
         .layer_kinds
         .iter()
         .all(|l| l.feed_forward == FeedForward::Dense));
+    // attention_bias: biases on q_a (24), kv_a (16 + 8) and o (64) in each layer; V2's
+    // mlp_bias on its dense and shared MLPs (128 + 128 + 64, 32 + 32 + 64).
+    let biased = arch(&text.replace(
+        "\"vocab_size\":128",
+        "\"vocab_size\":128,\"attention_bias\":true",
+    ));
+    assert_eq!(parameters(&biased) - parameters(&a), 3 * (24 + 24 + 64));
+    let mlp = text
+        .replace("deepseek_v3", "deepseek_v2")
+        .replace("\"vocab_size\":128", "\"vocab_size\":128,\"mlp_bias\":true");
+    assert_eq!(parameters(&arch(&mlp)) - parameters(&v2), 320 + 2 * 128);
 }
 
 #[test]
@@ -417,6 +457,14 @@ fn base(family: Family) -> serde_json::Value {
         Family::Llama4Text | Family::Llama4 => serde_json::json!({
             "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size_mlp": 96,
             "interleave_moe_layer_step": 2, "attention_chunk_size": 8, "no_rope_layers": [1, 0]}),
+        Family::Cohere => serde_json::json!({"use_qk_norm": true}),
+        Family::Cohere2 => serde_json::json!({"sliding_window_pattern": 2}),
+        Family::Phimoe => serde_json::json!({
+            "num_local_experts": 4, "num_experts_per_tok": 2, "lm_head_bias": true}),
+        Family::Glm4Moe => serde_json::json!({
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "n_shared_experts": 1, "first_k_dense_replace": 1, "use_qk_norm": true,
+            "partial_rotary_factor": 0.5}),
         _ => serde_json::json!({}),
     };
     for (k, x) in extra.as_object().unwrap() {
@@ -432,6 +480,15 @@ fn base(family: Family) -> serde_json::Value {
             .as_object_mut()
             .unwrap()
             .remove("model_type");
+    }
+    if family == Family::Mistral3 {
+        let mut text = v.clone();
+        text["model_type"] = "mistral".into();
+        v = serde_json::json!({"model_type": "mistral3", "text_config": text,
+            "tie_word_embeddings": false,
+            "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+            "num_attention_heads": 2, "patch_size": 16, "num_channels": 3}});
+        return v;
     }
     if family == Family::Gemma3 {
         let text = v.clone();
@@ -456,7 +513,9 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
         read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
         let scope = |v: &mut serde_json::Value| -> serde_json::Map<String, serde_json::Value> {
             match family {
-                Family::Gemma3 | Family::Llama4 => v["text_config"].as_object().unwrap().clone(),
+                Family::Gemma3 | Family::Llama4 | Family::Mistral3 => {
+                    v["text_config"].as_object().unwrap().clone()
+                }
                 _ => v.as_object().unwrap().clone(),
             }
         };
@@ -477,7 +536,9 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
             };
             let mut bad = good.clone();
             match family {
-                Family::Gemma3 | Family::Llama4 => bad["text_config"][&key] = wrong.clone(),
+                Family::Gemma3 | Family::Llama4 | Family::Mistral3 => {
+                    bad["text_config"][&key] = wrong.clone()
+                }
                 _ => bad[&key] = wrong.clone(),
             }
             if key == "quantization_config" {
@@ -485,7 +546,7 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
             }
             if key == "layer_types" {
                 match family {
-                    Family::Gemma3 | Family::Llama4 => {
+                    Family::Gemma3 | Family::Llama4 | Family::Mistral3 => {
                         bad["text_config"][&key] = serde_json::json!("full_attention")
                     }
                     _ => bad[&key] = serde_json::json!("full_attention"),
@@ -495,8 +556,30 @@ fn a_field_of_the_wrong_type_is_refused_by_name() {
             // not theirs.
             let ignored = matches!(
                 family,
-                Family::DeepseekV2 | Family::DeepseekV3 | Family::Granite | Family::Olmo2
-            ) && matches!(key.as_str(), "sliding_window" | "layer_types");
+                Family::DeepseekV2
+                    | Family::DeepseekV3
+                    | Family::Granite
+                    | Family::Olmo2
+                    | Family::Cohere
+                    | Family::Glm4Moe
+            ) && matches!(key.as_str(), "sliding_window" | "layer_types")
+                // The bias fields exist only in the classes whose modeling file reads them
+                // (transformers accepts any value for the others, and builds no bias).
+                || (key == "attention_bias"
+                    && matches!(
+                        family,
+                        Family::Mistral
+                            | Family::Mixtral
+                            | Family::Phi3
+                            | Family::Qwen2
+                            | Family::Qwen2Moe
+                            | Family::Mistral3
+                    ))
+                || (key == "mlp_bias"
+                    && !matches!(
+                        family,
+                        Family::Llama | Family::Granite | Family::DeepseekV2
+                    ));
             // Llama 4 has chunks, not windows.
             let ignored = ignored
                 || matches!(family, Family::Llama4 | Family::Llama4Text) && key == "sliding_window";
@@ -519,14 +602,16 @@ fn an_absent_or_null_field_is_planned_or_refused_by_name() {
     for family in Family::ALL.iter().copied() {
         let good = base(family);
         let inner = |v: &serde_json::Value| match family {
-            Family::Gemma3 | Family::Llama4 => v["text_config"].as_object().unwrap().clone(),
+            Family::Gemma3 | Family::Llama4 | Family::Mistral3 => {
+                v["text_config"].as_object().unwrap().clone()
+            }
             _ => v.as_object().unwrap().clone(),
         };
         for key in inner(&good).keys().filter(|k| *k != "model_type") {
             for null in [false, true] {
                 let mut changed = good.clone();
                 let target = match family {
-                    Family::Gemma3 | Family::Llama4 => {
+                    Family::Gemma3 | Family::Llama4 | Family::Mistral3 => {
                         changed["text_config"].as_object_mut().unwrap()
                     }
                     _ => changed.as_object_mut().unwrap(),
@@ -684,22 +769,48 @@ fn deepseek_refuses_absent_experts_and_query_rank() {
             let without = full.replace(&format!("\"{key}\":"), "\"unused\":");
             let e = bare(model_type, &without).unwrap_err();
             assert!(e.contains(&format!("has no \"{key}\"")), "{e}");
-            assert!(e.contains("state it (null for"), "{e}");
-            let null = full.replace(
-                &format!("\"{key}\":"),
-                &format!("\"{key}\":null,\"unused\":"),
-            );
-            bare(model_type, &null).unwrap();
+            assert!(e.contains("transformers would build"), "{e}");
         }
-        let dense = bare(
-            model_type,
-            &full.replace(
-                "\"n_routed_experts\":",
-                "\"n_routed_experts\":null,\"unused\":",
-            ),
-        )
-        .unwrap();
-        assert!(dense.experts.is_none());
+        // q_lora_rank: null is a plain query projection; the expert counts are strict
+        // integers to the classes (transformers 5.17 refuses null), and so to lab.
+        let plain = full.replace("\"q_lora_rank\":", "\"q_lora_rank\":null,\"unused\":");
+        assert_eq!(
+            bare(model_type, &plain)
+                .unwrap()
+                .latent
+                .unwrap()
+                .q_lora_rank,
+            None
+        );
+        for key in [
+            "n_routed_experts",
+            "n_shared_experts",
+            "first_k_dense_replace",
+        ] {
+            let null = format!("{full},\"{key}\":null").replace(
+                "\"n_routed_experts\":8,",
+                if key == "n_routed_experts" {
+                    ""
+                } else {
+                    "\"n_routed_experts\":8,"
+                },
+            );
+            let e = bare(model_type, &null).unwrap_err();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        // The class's other name for the expert count.
+        let alias = if model_type == "deepseek_v3" {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        };
+        let spelled = full.replace("\"n_routed_experts\":", &format!("\"{alias}\":"));
+        assert_eq!(
+            bare(model_type, &spelled).unwrap().experts.unwrap().routed,
+            8
+        );
+        let both = format!("{full},\"{alias}\":16");
+        assert!(bare(model_type, &both).unwrap_err().contains(alias));
     }
     // Absent n_shared_experts and first_k_dense_replace: V2 2 and 0, V3 1 and 3.
     let v2 = bare("deepseek_v2", full).unwrap();
@@ -968,4 +1079,342 @@ fn mlx_packing_is_refused_by_name() {
     .unwrap();
     assert_eq!(named.quantization.as_deref(), Some("awq"));
     assert!(llama(r#","quantization":{"note":"none"}"#).is_ok());
+}
+
+/// Command R7B's layers as `Cohere2Config` derives them: three sliding, then one full, from
+/// `sliding_window_pattern`; `layer_types` wins when listed; a null window makes every layer
+/// full; a zero pattern is refused by name.
+#[test]
+fn cohere2_layers_follow_the_pattern() {
+    let a = arch(shipped!("c4ai-command-r7b-12-2024"));
+    let full: Vec<usize> = (0..a.layer_kinds.len())
+        .filter(|i| a.layer_kinds[*i].attention == Attention::Full)
+        .collect();
+    assert_eq!(full, (0..8).map(|k| 4 * k + 3).collect::<Vec<_>>());
+    assert_eq!(a.sliding_window(), Some(4096));
+    assert_eq!(a.norms_per_layer, 1);
+    let absent = bare("cohere2", "").unwrap();
+    assert_eq!(absent.sliding_layers(), 3);
+    assert_eq!(absent.sliding_window(), Some(4096));
+    let null = bare("cohere2", r#","sliding_window":null"#).unwrap();
+    assert_eq!(null.sliding_layers(), 0);
+    let listed = bare(
+        "cohere2",
+        r#","layer_types":["full_attention","sliding_attention","full_attention","full_attention"]"#,
+    )
+    .unwrap();
+    assert_eq!(listed.sliding_layers(), 1);
+    for bad in [
+        r#","sliding_window_pattern":0"#,
+        r#","sliding_window_pattern":null"#,
+    ] {
+        let e = bare("cohere2", bad).unwrap_err();
+        assert!(e.contains("sliding_window_pattern"), "{bad}: {e}");
+    }
+}
+
+/// Command-R: one weight-only norm per layer, the query/key norms over heads x width with
+/// `use_qk_norm` (null builds none), biases on all four projections with `attention_bias`,
+/// tied unless stated otherwise.
+#[test]
+fn cohere_norms_and_biases() {
+    let plain = bare("cohere", "").unwrap();
+    assert!(plain.tied_embeddings && !plain.qk_norm);
+    assert_eq!(plain.kv_heads, 32);
+    let normed = bare("cohere", r#","use_qk_norm":true"#).unwrap();
+    assert_eq!(parameters(&normed) - parameters(&plain), 4 * 2 * 256);
+    let null = bare("cohere", r#","use_qk_norm":null"#).unwrap();
+    assert_eq!(parameters(&null), parameters(&plain));
+    let biased = bare("cohere", r#","attention_bias":true"#).unwrap();
+    assert_eq!(parameters(&biased) - parameters(&plain), 4 * 4 * 256);
+    assert!(bare("cohere", r#","use_qk_norm":"yes""#)
+        .unwrap_err()
+        .contains("use_qk_norm"));
+}
+
+/// Phi-3.5-MoE: LayerNorms with biases (two per layer and the final one), the head bias with
+/// `lm_head_bias`, the class's 16 experts and 8 key/value heads when absent, null refused.
+#[test]
+fn phimoe_norm_and_head_biases() {
+    let a = bare("phimoe", "").unwrap();
+    assert_eq!((a.kv_heads, a.experts.map(|e| e.routed)), (8, Some(16)));
+    let with_head = bare("phimoe", r#","lm_head_bias":true"#).unwrap();
+    assert_eq!(parameters(&with_head) - parameters(&a), 100);
+    // Per layer: q and o 256 x 256, k and v 64 x 256 (8 heads of 8), no biases; the router
+    // 16 x 256; the experts 16 x 3 x 512 x 256; two LayerNorms of weight and bias.
+    let layer = 256 * 256 * 2 + 2 * 64 * 256 + 16 * 256 + 16 * 3 * 512 * 256 + 2 * 2 * 256;
+    assert_eq!(parameters(&a), 4 * layer + 2 * 100 * 256 + 2 * 256);
+    for key in [
+        "num_local_experts",
+        "num_key_value_heads",
+        "num_experts_per_tok",
+    ] {
+        let e = bare("phimoe", &format!(r#","{key}":null"#)).unwrap_err();
+        assert!(e.contains(key), "{key}: {e}");
+    }
+    assert!(bare("phimoe", r#","lm_head_bias":null"#)
+        .unwrap_err()
+        .contains("lm_head_bias"));
+}
+
+/// GLM-4.5: dense first layers, experts with shared experts after, the router's fp32
+/// buffer; the rotary buffers only over the rotated part of the head; the expert-count alias.
+#[test]
+fn glm4_moe_layers_rotary_and_aliases() {
+    let air = arch(shipped!("glm-4.5-air"));
+    assert_eq!(air.layer_kinds[0].feed_forward, FeedForward::Dense);
+    assert!(air.layer_kinds[1..]
+        .iter()
+        .all(|l| l.feed_forward == FeedForward::Experts));
+    assert_eq!(air.rotary_width, Some(64));
+    let e = air.experts.unwrap();
+    assert_eq!(
+        (e.routed, e.per_token, e.shared_intermediate),
+        (128, 8, 1408)
+    );
+    let absent = bare("glm4_moe", "").unwrap();
+    assert_eq!(absent.rotary_width, Some(4));
+    assert_eq!(absent.experts.map(|e| e.routed), Some(128));
+    let nested = bare(
+        "glm4_moe",
+        r#","partial_rotary_factor":0.25,"rope_parameters":{"rope_type":"default","partial_rotary_factor":0.75}"#,
+    )
+    .unwrap();
+    assert_eq!(nested.rotary_width, Some(6));
+    let null = bare("glm4_moe", r#","partial_rotary_factor":null"#).unwrap();
+    assert_eq!(null.rotary_width, Some(8));
+    let alias = bare("glm4_moe", r#","num_local_experts":16"#).unwrap();
+    assert_eq!(alias.experts.map(|e| e.routed), Some(16));
+    for (extra, needle) in [
+        (
+            r#","num_local_experts":16,"n_routed_experts":8"#,
+            "num_local_experts",
+        ),
+        (
+            r#","partial_rotary_factor":"half""#,
+            "partial_rotary_factor",
+        ),
+        (r#","partial_rotary_factor":0"#, "partial_rotary_factor"),
+        (r#","n_routed_experts":null"#, "n_routed_experts"),
+        (r#","first_k_dense_replace":null"#, "first_k_dense_replace"),
+    ] {
+        let e = bare("glm4_moe", extra).unwrap_err();
+        assert!(e.contains(needle), "{extra}: {e}");
+    }
+}
+
+/// Mistral 3: the decoder read as its text model type says, the head tied by the top level,
+/// and a missing `text_config` / `vision_config` or an unknown text model refused by name.
+#[test]
+fn mistral3_text_part_and_refusals() {
+    let small = arch(shipped!("mistral-small-3.2-24b"));
+    assert!(small.tied_embeddings);
+    assert_eq!(small.sliding_window(), None);
+    let mut v: serde_json::Value = serde_json::from_str(shipped!("mistral-small-3.2-24b")).unwrap();
+    v["tie_word_embeddings"] = false.into();
+    let untied = read(&v).unwrap();
+    assert_eq!(parameters(&untied) - parameters(&small), 131_072 * 5120);
+    // Without a window stated, MistralConfig's 4096; Ministral3Config has none and a
+    // 128-wide head by default.
+    let mut mistral = v.clone();
+    mistral["text_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("sliding_window");
+    assert_eq!(read(&mistral).unwrap().sliding_layers(), 40);
+    let mut ministral = mistral.clone();
+    ministral["text_config"]["model_type"] = "ministral3".into();
+    ministral["text_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("head_dim");
+    let m = read(&ministral).unwrap();
+    assert_eq!((m.sliding_layers(), m.head_dim), (0, 128));
+    for (key, value, needle) in [
+        ("text_config", serde_json::Value::Null, "text_config"),
+        ("vision_config", serde_json::Value::Null, "vision_config"),
+        (
+            "text_config",
+            serde_json::json!({"model_type": "llama"}),
+            "text_config model_type",
+        ),
+        (
+            "vision_config",
+            serde_json::json!({"model_type": "siglip"}),
+            "vision_config model_type",
+        ),
+    ] {
+        let mut bad = v.clone();
+        bad[key] = value;
+        let e = read(&bad).unwrap_err().to_string();
+        assert!(e.contains(needle), "{key}: {e}");
+    }
+}
+
+/// Fuzz over every field of every family's config (the decoder's and, for the multimodal
+/// families, the top level's): absent, null, zero, negative, huge, a fraction, a string, a
+/// list, an object, and the expert count's other spellings. `read` never panics; a refusal
+/// names the field changed; a value transformers' strict classes refuse (negative, a
+/// fraction, a string where a number is, a number where a flag is) is either refused by
+/// name or changes nothing (the field is not one the family builds from). Which defaults
+/// apply where the field is absent, null or zero is what `scripts/config_defaults_check.py`
+/// holds against transformers itself in `cargo xtask verify`.
+#[test]
+fn every_field_mutation_is_the_same_architecture_or_refused_by_name() {
+    let aliases = ["num_local_experts", "num_experts", "n_routed_experts"];
+    for family in Family::ALL.iter().copied() {
+        let good = base(family);
+        let before = read(&good).unwrap_or_else(|e| panic!("{family:?}: {e}"));
+        let nested = matches!(family, Family::Gemma3 | Family::Mistral3);
+        let inner_keys: Vec<String> = if nested {
+            good["text_config"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        } else {
+            good.as_object().unwrap().keys().cloned().collect()
+        };
+        let mut keys: Vec<(bool, String)> = inner_keys.into_iter().map(|k| (nested, k)).collect();
+        if nested {
+            keys.extend(good.as_object().unwrap().keys().map(|k| (false, k.clone())));
+        }
+        keys.retain(|(_, k)| k != "model_type");
+        for (inside, key) in keys {
+            let value = if inside {
+                good["text_config"][&key].clone()
+            } else {
+                good[&key].clone()
+            };
+            let strict: &[serde_json::Value] = match &value {
+                serde_json::Value::Number(_) => &[
+                    serde_json::json!(-1),
+                    serde_json::json!(2.5),
+                    serde_json::json!("yes"),
+                    serde_json::json!([1]),
+                ],
+                serde_json::Value::Bool(_) => &[serde_json::json!("yes"), serde_json::json!(1)],
+                _ => &[],
+            };
+            let loose = [
+                None,
+                Some(serde_json::Value::Null),
+                Some(serde_json::json!(0)),
+                Some(serde_json::json!(1u64 << 41)),
+                Some(serde_json::json!({})),
+            ];
+            let mutations = strict
+                .iter()
+                .cloned()
+                .map(|v| (true, Some(v)))
+                .chain(loose.into_iter().map(|v| (false, v)));
+            for (must_refuse_if_read, mutation) in mutations {
+                let mut changed = good.clone();
+                let target = if inside {
+                    changed["text_config"].as_object_mut().unwrap()
+                } else {
+                    changed.as_object_mut().unwrap()
+                };
+                match &mutation {
+                    None => {
+                        target.remove(&key);
+                    }
+                    Some(v) => {
+                        target.insert(key.clone(), v.clone());
+                    }
+                }
+                let what = format!("{family:?} {key} = {mutation:?}");
+                let result = std::panic::catch_unwind(|| read(&changed))
+                    .unwrap_or_else(|_| panic!("{what}: panicked"));
+                match result {
+                    Err(e) => {
+                        let e = e.to_string();
+                        let named = e.contains(key.as_str())
+                            || (aliases.contains(&key.as_str())
+                                && aliases.iter().any(|a| e.contains(a)));
+                        assert!(named, "{what}: refused without naming it: {e}");
+                    }
+                    Ok(after) if must_refuse_if_read => {
+                        assert_eq!(after, before, "{what}: accepted and planned differently");
+                    }
+                    Ok(_) => {}
+                }
+            }
+            // The expert count under its other names: the same count, or refused by name.
+            if aliases.contains(&key.as_str()) {
+                for other in aliases.iter().filter(|a| **a != key) {
+                    let mut spelled = good.clone();
+                    let map = spelled.as_object_mut().unwrap();
+                    map.remove(&key);
+                    map.insert(other.to_string(), value.clone());
+                    // The classes' attribute maps (transformers 5.17): these read the other
+                    // name as the same field; the rest ignore it and build their default.
+                    let mapped = matches!(
+                        (family, *other),
+                        (Family::Mixtral | Family::DeepseekV2, "num_experts")
+                            | (
+                                Family::DeepseekV3 | Family::Qwen3Moe | Family::Glm4Moe,
+                                "num_local_experts"
+                            )
+                            | (Family::Qwen3Moe | Family::GptOss, "num_experts")
+                    );
+                    match read(&spelled) {
+                        Ok(a) if mapped => assert_eq!(a, before, "{family:?} {key} as {other}"),
+                        Ok(a) => {
+                            assert_ne!(a.experts, before.experts, "{family:?} {key} as {other}")
+                        }
+                        Err(e) => assert!(
+                            aliases.iter().any(|a| e.to_string().contains(a)),
+                            "{family:?} {key} spelled {other}: {e}"
+                        ),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `architectures` against `model_type`: a class of the family (any of them listed) passes,
+/// the remote-code spelling `PhiMoEForCausalLM` included; only other families' classes, or a
+/// list that is not one of names, is refused naming both fields.
+#[test]
+fn architectures_contradicting_the_model_type_are_refused_by_name() {
+    let with = |family: Family, list: serde_json::Value| {
+        let mut v = base(family);
+        v["architectures"] = list;
+        read(&v)
+    };
+    for family in Family::ALL.iter().copied() {
+        let own = match family {
+            Family::Phimoe => "PhiMoEForCausalLM".to_string(),
+            Family::Gemma3Text => "Gemma3ForCausalLM".to_string(),
+            Family::Gemma3 => "Gemma3ForConditionalGeneration".to_string(),
+            Family::Mistral3 => "Mistral3ForConditionalGeneration".to_string(),
+            Family::Llama4Text => "Llama4ForCausalLM".to_string(),
+            Family::Llama4 => "Llama4ForConditionalGeneration".to_string(),
+            f => {
+                let t = f.model_type();
+                let (a, b) = t.split_at(1);
+                format!("{}{}ForCausalLM", a.to_uppercase(), b.replace('_', ""))
+            }
+        };
+        with(family, serde_json::json!([own])).unwrap_or_else(|e| panic!("{own}: {e}"));
+        with(family, serde_json::json!(["SomethingElse", own])).unwrap();
+        with(family, serde_json::json!([])).unwrap();
+        with(family, serde_json::Value::Null).unwrap();
+        let other = if family == Family::Llama {
+            "MistralForCausalLM"
+        } else {
+            "LlamaForCausalLM"
+        };
+        for bad in [
+            serde_json::json!([other]),
+            serde_json::json!("LlamaForCausalLM"),
+            serde_json::json!([7]),
+        ] {
+            let e = with(family, bad.clone()).unwrap_err().to_string();
+            assert!(e.contains("\"architectures\""), "{family:?} {bad}: {e}");
+        }
+    }
 }
