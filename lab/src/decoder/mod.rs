@@ -21,6 +21,7 @@
 //! (`lab/tests/numerics/decoder_numerics.py`) holds the worker's logits against
 //! `transformers`' for each family.
 
+pub mod fused;
 pub mod weights;
 
 use crate::plan::family::{self, Architecture, Attention, Family};
