@@ -307,7 +307,7 @@ pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
 /// Pinned Python packages the numerics step adds to the torch venv.
 pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
 
-/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3) against
+/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3, Phi-3) against
 /// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
 /// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
 /// same weights written to safetensors, logits compared within the tolerance per dtype).

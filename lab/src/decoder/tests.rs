@@ -9,12 +9,13 @@ fn example(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-const SUPPORTED_EXAMPLES: [(&str, &str); 5] = [
+const SUPPORTED_EXAMPLES: [(&str, &str); 6] = [
     ("llama-3.1-8b", "llama"),
     ("llama-3.2-1b", "llama"),
     ("mistral-7b-v0.1", "mistral"),
     ("qwen2.5-0.5b", "qwen2"),
     ("qwen3-0.6b", "qwen3"),
+    ("phi-3-mini-4k", "phi3"),
 ];
 
 #[test]
@@ -88,7 +89,6 @@ fn other_families_and_unsupported_settings_are_refused_by_name() {
     for (name, family) in [
         ("gemma-2-2b", "gemma2"),
         ("gemma-3-1b", "gemma3_text"),
-        ("phi-3-mini-4k", "phi3"),
         ("mixtral-8x7b", "mixtral"),
         ("deepseek-v2-lite", "deepseek_v2"),
     ] {
@@ -115,6 +115,43 @@ fn other_families_and_unsupported_settings_are_refused_by_name() {
     let no_factor = serde_json::json!({"rope_type": "linear"});
     assert!(with("rope_scaling", no_factor).contains("\"factor\""));
     assert!(with("attention_bias", "yes".into()).contains("true or false"));
+    let phi: Value = serde_json::from_str(&example("phi-3-mini-4k")).unwrap();
+    let mut partial = phi.clone();
+    partial["partial_rotary_factor"] = 0.75.into();
+    let e = from_config(&partial.to_string()).unwrap_err().to_string();
+    assert!(e.contains("partial_rotary_factor 0.75"), "{e}");
+    let mut longrope = phi;
+    longrope["rope_scaling"] =
+        serde_json::json!({"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0]});
+    let e = from_config(&longrope.to_string()).unwrap_err().to_string();
+    assert!(e.contains("\"longrope\""), "{e}");
+}
+
+#[test]
+fn phi3_keeps_its_fused_tensors_in_its_own_order_without_biases() {
+    let spec = from_config(&example("phi-3-mini-4k")).unwrap();
+    assert_eq!(spec.family, "phi3");
+    assert!(!spec.qkv_bias && !spec.o_bias && !spec.mlp_bias);
+    // Every layer slides with the config's window.
+    assert!(spec.windows.iter().all(|w| *w == Some(2047)));
+    let names: Vec<&str> = spec.tensors[1..7].iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "model.layers.0.self_attn.o_proj.weight",
+            "model.layers.0.self_attn.qkv_proj.weight",
+            "model.layers.0.mlp.gate_up_proj.weight",
+            "model.layers.0.mlp.down_proj.weight",
+            "model.layers.0.input_layernorm.weight",
+            "model.layers.0.post_attention_layernorm.weight",
+        ]
+    );
+    assert_eq!(spec.tensors[2].shape, vec![3 * 3072, 3072]);
+    assert_eq!(spec.tensors[3].shape, vec![2 * 8192, 3072]);
+    // Already fused: each tensor is its own allocation, as transformers allocates it.
+    let allocs = fused::allocations(&spec);
+    assert_eq!(allocs.len(), spec.tensors.len());
+    assert!(allocs.iter().all(|a| a.members.len() == 1));
 }
 
 #[test]
@@ -225,6 +262,11 @@ fn stacked_allocations_cover_every_tensor_once_at_its_first_member() {
         let stacks: Vec<&fused::Allocation> =
             allocs.iter().filter(|a| a.members.len() > 1).collect();
         let per_layer = if spec.qkv_bias { 3 } else { 2 } + if spec.mlp_bias { 1 } else { 0 };
+        if spec.family == "phi3" {
+            // Fused in the checkpoint already: nothing to stack.
+            assert!(stacks.is_empty(), "{name}");
+            continue;
+        }
         assert_eq!(stacks.len() as u64, spec.layers * per_layer, "{name}");
         let l0 = &allocs
             .iter()

@@ -293,7 +293,12 @@ fn a_worker_answer_becomes_a_document_valid_against_its_schema_with_the_predicti
     assert_eq!(memory[0]["figure"], "weights_allocated_bytes");
     assert_eq!(memory[0]["measured_bytes"], 1_000_000);
     // kv: 10 positions × 28 layers × 2 × 8 heads × 128 × 2 bytes.
-    assert_eq!(memory[2]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
+    // After lab plan's two weight figures, the same two replayed over the worker's stacked
+    // q/k/v and gate/up layout, then the KV cache.
+    assert_eq!(memory[2]["figure"], "weights_reserved_bytes_stacked");
+    assert_eq!(memory[3]["figure"], "weights_allocated_bytes_stacked");
+    assert_eq!(memory[4]["figure"], "kv_cache_bytes");
+    assert_eq!(memory[4]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
     assert!(doc["prediction"]["time"].is_null());
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))

@@ -85,6 +85,18 @@ CASES = {
         use_sliding_window=False,
         tie_word_embeddings=True,
     ),
+    # Phi-3: q/k/v and gate/up fused in the checkpoint, o_proj assigned first, every layer
+    # sliding (window shorter than the prompt), no biases whatever attention_bias says.
+    "phi3-fused-sliding": dict(
+        model_type="phi3",
+        rope_theta=10000.0,
+        sliding_window=4,
+        attention_bias=True,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
     # Per-head q/k norms, head_dim unrelated to hidden / heads, one kv head.
     "qwen3-qk-norm": dict(
         model_type="qwen3",
@@ -110,6 +122,7 @@ CONTROLS = {
         lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
     ),
     "qwen3-qk-norm": ("rms_norm_eps x 1e5", lambda c: c.update(rms_norm_eps=0.1)),
+    "phi3-fused-sliding": ("sliding window removed", lambda c: c.update(sliding_window=None)),
 }
 
 

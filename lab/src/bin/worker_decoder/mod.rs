@@ -1,4 +1,4 @@
-//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3) in libtorch.
+//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3) in libtorch.
 //!
 //! Computes what `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies)
 //! compute, with fewer kernels per layer (a decode step at batch 1 is a chain of small
