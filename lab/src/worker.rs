@@ -66,6 +66,12 @@ pub enum WorkerRequest {
     },
 }
 
+/// The most bytes of request `lab-torch-worker` reads from its stdin (64 MiB); more is refused
+/// as a bad request (exit 3) without parsing. The largest request `lab` sends, a decoder's
+/// tensor list with its safetensors byte ranges, is some hundred bytes per tensor: a model of
+/// 100,000 tensors stays under a tenth of this.
+pub const REQUEST_CAP_BYTES: u64 = 64 * 1024 * 1024;
+
 /// A decoder measurement as `lab measure --model` asks it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelRun {
@@ -94,6 +100,10 @@ pub struct LogitsProbe {
     /// one `lab measure --model` times and captures), from the last step's logits on.
     #[serde(default)]
     pub greedy: u64,
+    /// Test only: run on `cuda:N` instead of the CPU (the GPU proof's logits against
+    /// `transformers`' on the same GPU, `examples/h200/measure-model/run3/`); absent: the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_index: Option<u32>,
 }
 
 /// The probe's answer: logits as float32, sequence-major.

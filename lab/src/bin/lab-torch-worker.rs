@@ -31,7 +31,6 @@ use lab::worker::{
     WorkerModelMeasurement, WorkerReply, WorkerRequest,
 };
 use std::ffi::{c_char, c_void, CStr};
-use std::io::Read as _;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
@@ -750,11 +749,18 @@ fn reply(reply: &WorkerReply) {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut input = String::new();
-    let request = std::io::stdin()
-        .read_to_string(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str::<WorkerRequest>(&input).map_err(|e| e.to_string()));
+    let request = lab::input::capped(std::io::stdin().lock(), lab::worker::REQUEST_CAP_BYTES)
+        .map_err(|e| match e {
+            lab::input::ReadFailure::TooLarge { .. } => format!(
+                "the request is over {} bytes (lab::worker::REQUEST_CAP_BYTES)",
+                lab::worker::REQUEST_CAP_BYTES
+            ),
+            lab::input::ReadFailure::Io(e) => e.to_string(),
+            lab::input::ReadFailure::NotAFile => "standard input is not readable".to_owned(),
+        })
+        .and_then(|bytes| {
+            serde_json::from_slice::<WorkerRequest>(&bytes).map_err(|e| e.to_string())
+        });
     let request = match request {
         Ok(request) => request,
         Err(message) => {

@@ -190,15 +190,27 @@ pub fn run(args: Args) -> lab::Result<()> {
 /// `lab measure --model`: every check before the worker, then one run, then the document
 /// (never overwritten, written atomically) and its summary.
 fn run_model(args: Args) -> lab::Result<()> {
-    let Devices::One(index) = args.device else {
-        return Err(Error::usage(
-            "lab measure --model measures one GPU: give --device cuda:N",
-        ));
-    };
-    let Some(output) = args.output.as_deref() else {
-        return Err(Error::usage(
-            "lab measure --model writes one file: give --output FILE",
-        ));
+    let devices = args.device.clone();
+    let several = devices.is_several();
+    let index = devices.checked_as();
+    let target = if several {
+        match (args.output_dir.as_deref(), args.output.is_some()) {
+            (Some(folder), false) => folder.to_path_buf(),
+            _ => {
+                return Err(Error::usage(
+                    "several GPUs write one document each: give --output-dir DIR (a new folder) instead of --output",
+                ))
+            }
+        }
+    } else {
+        match (args.output.as_deref(), args.output_dir.is_some()) {
+            (Some(file), false) => file.to_path_buf(),
+            _ => {
+                return Err(Error::usage(
+                    "lab measure --model on one GPU writes one file: give --output FILE",
+                ))
+            }
+        }
     };
     let Some(input) = args.input_tokens else {
         return Err(Error::usage(
@@ -219,7 +231,11 @@ fn run_model(args: Args) -> lab::Result<()> {
             ))
         }
     };
-    lab::output::check_new(output)?;
+    if several {
+        lab::output::check_new_folder(&target)?;
+    } else {
+        lab::output::check_new(&target)?;
+    }
     let ask = lab::measure_model::Ask {
         model: args.model.clone().unwrap_or_default(),
         random_weights: args.random_weights,
@@ -239,10 +255,67 @@ fn run_model(args: Args) -> lab::Result<()> {
     let prepared = lab::measure_model::prepare(&ask)?;
     let path =
         worker::locate(args.worker.worker.as_deref()).map_err(|u| Error::usage(u.message()))?;
+    if several {
+        return measure_model_several(&devices, &prepared, &target, &path);
+    }
     let document = lab::measure_model::run(&prepared, &path)?;
-    lab::output::write_new(output, &lab::measure_model::encode(&document)?)?;
+    lab::output::write_new(&target, &lab::measure_model::encode(&document)?)?;
     lab::stdout::print(&lab::measure_model::summary_text(&document))?;
-    lab::outln!("wrote {}", output.display())
+    lab::outln!("wrote {}", target.display())
+}
+
+/// `lab measure --model --device all` (or a list): the same prepared run on every GPU at
+/// once, one worker each (`fleet::run_each`), one document per GPU (`cuda-N.json`) in a new
+/// folder, each followed by its summary. Nothing written when no GPU answered; exit 1 after
+/// writing the others when some failed.
+fn measure_model_several(
+    devices: &Devices,
+    prepared: &lab::measure_model::Prepared,
+    folder: &Path,
+    worker_path: &Path,
+) -> lab::Result<()> {
+    let indices = devices.resolve(device_count(worker_path)?)?;
+    let results = fleet::run_each(&indices, |device| {
+        let mut one = prepared.clone();
+        one.run.device_index = device.index();
+        one.run.workload.device = device.to_string();
+        lab::measure_model::run(&one, worker_path)
+    });
+    if results.iter().all(|(_, r)| r.is_err()) {
+        if let Some((_, Err(e))) = results.into_iter().next() {
+            return Err(e);
+        }
+        return Err(Error::runtime("no GPU was measured"));
+    }
+    std::fs::create_dir(folder).map_err(|e| {
+        Error::runtime(format!(
+            "cannot create the folder {}: {e}",
+            folder.display()
+        ))
+    })?;
+    let mut failed = Vec::new();
+    for (device, result) in &results {
+        match result {
+            Ok(document) => {
+                let file = folder.join(fleet::document_file_name(*device));
+                lab::output::write_new(&file, &lab::measure_model::encode(document)?)?;
+                lab::stdout::print(&lab::measure_model::summary_text(document))?;
+                lab::outln!("{device}: wrote {}", file.display())?;
+            }
+            Err(e) => {
+                lab::outln!("{device}: FAILED: {e}")?;
+                failed.push(device.to_string());
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::runtime(format!(
+            "{} could not be measured (see above); the other GPUs' documents were written",
+            failed.join(", ")
+        )))
+    }
 }
 
 /// How many GPUs the worker's libtorch sees (asked once, about cuda:0).

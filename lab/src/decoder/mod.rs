@@ -9,9 +9,10 @@
 //! `config.json` and never defaulted: a config without `rms_norm_eps` or `rope_theta` is
 //! refused by name (real checkpoints state both).
 //!
-//! Families run: Llama, Mistral, Qwen2, Qwen3 (dense, grouped-query attention, SwiGLU,
-//! RMSNorm). Any other `model_type` — including those `lab plan` knows (Gemma, Phi-3,
-//! Mixtral, DeepSeek) — is refused by name before any GPU work ([`MEASURED_FAMILIES`]).
+//! Families run: Llama, Mistral, Qwen2, Qwen3, Phi-3 (dense, grouped-query attention,
+//! SwiGLU, RMSNorm; Phi-3's q/k/v and gate/up are fused in the checkpoint itself). Any
+//! other `model_type` — including those `lab plan` knows (Gemma, Mixtral, DeepSeek) — is
+//! refused by name before any GPU work ([`MEASURED_FAMILIES`]).
 //!
 //! Module structure and forward follow `transformers` 5.x `modeling_llama.py`,
 //! `modeling_mistral.py`, `modeling_qwen2.py` and `modeling_qwen3.py`: Qwen2 always has
@@ -21,6 +22,7 @@
 //! (`lab/tests/numerics/decoder_numerics.py`) holds the worker's logits against
 //! `transformers`' for each family.
 
+pub mod fused;
 pub mod weights;
 
 use crate::plan::family::{self, Architecture, Attention, Family};
@@ -30,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `model_type`s `lab measure --model` runs.
-pub const MEASURED_FAMILIES: [&str; 4] = ["llama", "mistral", "qwen2", "qwen3"];
+pub const MEASURED_FAMILIES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
 
 /// How rotary frequencies are scaled (`rope_scaling.rope_type`, or `rope_parameters` in
 /// `transformers` 5 configs).
@@ -173,7 +175,7 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
     let family = arch.family;
     if !matches!(
         family,
-        Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3
+        Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 | Family::Phi3
     ) {
         return Err(Error::usage(format!(
             "lab measure --model runs {} only: model_type \"{}\" is not supported by the measurement (lab plan can still plan it)",
@@ -229,11 +231,21 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
     // Qwen2 always on q, k and v and never on o; Mistral never (its projections are
     // `bias=False` whatever the config says); Llama and Qwen3 on q, k, v and o with
     // `attention_bias`; only Llama's MLP reads `mlp_bias`.
+    // Phi-3's fused projections are `bias=False` whatever the config says.
     let (qkv_bias, o_bias) = match family {
         Family::Qwen2 => (true, false),
-        Family::Mistral => (false, false),
+        Family::Mistral | Family::Phi3 => (false, false),
         _ => (arch.attention_bias, arch.attention_bias),
     };
+    // `Phi3Config` rotates the first `head_dim × partial_rotary_factor` dimensions only
+    // (default 1.0); the worker rotates whole heads, so any other factor is refused.
+    if let Some(factor) = number("partial_rotary_factor", &[rope_parameters, top])? {
+        if factor != 1.0 {
+            return Err(Error::usage(format!(
+                "config.json: partial_rotary_factor {factor} is not supported by lab measure --model (whole-head rotary only)"
+            )));
+        }
+    }
     let mlp_bias = family == Family::Llama && arch.mlp_bias;
     let initializer_range = number("initializer_range", &[top])?.unwrap_or(0.02);
     let windows = arch
@@ -338,6 +350,26 @@ fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
     push("model.embed_tokens.weight".into(), vec![v, h], Init::Normal);
     for l in 0..arch.layers {
         let p = format!("model.layers.{l}");
+        if arch.family == Family::Phi3 {
+            // `Phi3Attention` assigns `o_proj` before the fused `qkv_proj`; `Phi3MLP` has the
+            // fused `gate_up_proj` (gate rows first, `chunk(2)`), then `down_proj`; no biases.
+            let qkv = q.saturating_add(kv.saturating_mul(2));
+            for (name, shape) in [
+                ("self_attn.o_proj", vec![h, q]),
+                ("self_attn.qkv_proj", vec![qkv, h]),
+                ("mlp.gate_up_proj", vec![i.saturating_mul(2), h]),
+                ("mlp.down_proj", vec![h, i]),
+            ] {
+                push(format!("{p}.{name}.weight"), shape, Init::Normal);
+            }
+            push(format!("{p}.input_layernorm.weight"), vec![h], Init::Ones);
+            push(
+                format!("{p}.post_attention_layernorm.weight"),
+                vec![h],
+                Init::Ones,
+            );
+            continue;
+        }
         for (name, rows) in [("q_proj", q), ("k_proj", kv), ("v_proj", kv)] {
             push(
                 format!("{p}.self_attn.{name}.weight"),

@@ -167,7 +167,23 @@ fn the_prediction_puts_each_plan_figure_beside_its_counter_with_the_error() {
     let weights = &pred.memory[0];
     assert_eq!(weights.figure, "weights_allocated_bytes");
     assert_eq!(weights.error_bytes, 512);
-    let kv = &pred.memory[2];
+    let figures: Vec<&str> = pred.memory.iter().map(|c| c.figure.as_str()).collect();
+    assert_eq!(
+        figures,
+        [
+            "weights_allocated_bytes",
+            "weights_reserved_bytes",
+            "weights_reserved_bytes_stacked",
+            "weights_allocated_bytes_stacked",
+            "kv_cache_bytes",
+            "total_bytes"
+        ]
+    );
+    // The stacked figures are the replay over the worker's layout.
+    let (alloc, reserved) = crate::decoder::fused::replay(&p.run.spec, 2);
+    assert_eq!(pred.memory[2].predicted_bytes as u128, reserved);
+    assert_eq!(pred.memory[3].predicted_bytes as u128, alloc);
+    let kv = &pred.memory[4];
     assert_eq!((kv.figure.as_str(), kv.error_bytes), ("kv_cache_bytes", 0));
     assert_eq!(kv.error_percent, Some(rust_decimal::Decimal::ZERO));
     let total = pred.memory.last().unwrap();

@@ -293,7 +293,12 @@ fn a_worker_answer_becomes_a_document_valid_against_its_schema_with_the_predicti
     assert_eq!(memory[0]["figure"], "weights_allocated_bytes");
     assert_eq!(memory[0]["measured_bytes"], 1_000_000);
     // kv: 10 positions × 28 layers × 2 × 8 heads × 128 × 2 bytes.
-    assert_eq!(memory[2]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
+    // After lab plan's two weight figures, the same two replayed over the worker's stacked
+    // q/k/v and gate/up layout, then the KV cache.
+    assert_eq!(memory[2]["figure"], "weights_reserved_bytes_stacked");
+    assert_eq!(memory[3]["figure"], "weights_allocated_bytes_stacked");
+    assert_eq!(memory[4]["figure"], "kv_cache_bytes");
+    assert_eq!(memory[4]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
     assert!(doc["prediction"]["time"].is_null());
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))
@@ -367,4 +372,76 @@ fn lab_report_shows_the_prediction_beside_the_measurement() {
         .unwrap();
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("warm_prefill rows"));
+}
+
+/// A fake worker for two GPUs: the environment question answered with two GPUs, a model
+/// measurement of `cuda:N` with `m-N.json` (`device_index` read from the request).
+fn fake_two_gpus(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    for index in 0..2u32 {
+        let env = super::support::fake::environment_reply(super::support::fake::environment(
+            index,
+            2,
+            super::support::fake::FAKE_GPU_BYTES,
+        ));
+        std::fs::write(dir.join(format!("env-{index}.json")), env).unwrap();
+        let m = fake_model_measurement(false).replace("\"index\":0", &format!("\"index\":{index}"));
+        std::fs::write(dir.join(format!("m-{index}.json")), m).unwrap();
+    }
+    let path = dir.join("worker2");
+    let script = format!(
+        "#!/bin/sh\nrequest=$(cat)\n\
+         index=$(printf '%s' \"$request\" | sed -n 's/.*\"device_index\":\\([0-9]*\\).*/\\1/p')\n\
+         case \"$request\" in\n\
+         *'\"command\":\"environment\"'*) cat '{d}'/env-$index.json ;;\n\
+         *) cat '{d}'/m-$index.json ;;\n\
+         esac\necho\n",
+        d = dir.display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn device_all_writes_one_model_document_per_gpu_in_a_new_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let worker = fake_two_gpus(dir.path());
+    let folder = dir.path().join("gpus");
+    let mut a = args(
+        &model("qwen3-0.6b"),
+        &dir.path().join("unused.json"),
+        &worker,
+        &["--random-weights"],
+    );
+    a[2] = "all".into();
+    // Several GPUs: --output is refused, --output-dir asked for, nothing written.
+    refused(&a, dir.path(), 2, "--output-dir");
+    let at = a.iter().position(|x| x == "--output").unwrap();
+    a[at] = "--output-dir".into();
+    a[at + 1] = folder.display().to_string();
+    let run = lab().args(&a).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["cuda-0.json", "cuda-1.json"]);
+    for index in 0..2 {
+        let doc: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(folder.join(format!("cuda-{index}.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(doc["workload"]["device"], format!("cuda:{index}"));
+        assert_eq!(doc["model"]["family"], "qwen3");
+        assert!(stdout.contains(&format!("cuda:{index}: wrote")), "{stdout}");
+    }
+    // The folder exists now: a second run is refused before any GPU work.
+    refused(&a, dir.path(), 2, "exists");
 }

@@ -14,7 +14,10 @@ Tolerance, per dtype, on max|ours - theirs| / max|theirs| over all logits:
 float32 1e-4 (reordered float32 sums); bfloat16 3e-2 (8-bit mantissa: both sides round every
 intermediate to bfloat16, at different places).
 
-Usage: decoder_numerics.py WORKER   (in a venv with torch 2.11.0 and transformers 5.17.0;
+With `--gpu CONFIG_DIR...` (the GPU proof, run on the GPU machine only): the same comparison
+on cuda:0 for each shipped config at its real widths (see `run_gpu`).
+
+Usage: decoder_numerics.py WORKER [--gpu CONFIG_DIR...]   (in a venv with torch 2.11.0 and transformers 5.17.0;
 LD_LIBRARY_PATH must reach torch's lib folder). Exit 0 when every case is within tolerance.
 Run by `cargo xtask verify` (step "worker numerics").
 """
@@ -82,6 +85,18 @@ CASES = {
         use_sliding_window=False,
         tie_word_embeddings=True,
     ),
+    # Phi-3: q/k/v and gate/up fused in the checkpoint, o_proj assigned first, every layer
+    # sliding (window shorter than the prompt), no biases whatever attention_bias says.
+    "phi3-fused-sliding": dict(
+        model_type="phi3",
+        rope_theta=10000.0,
+        sliding_window=4,
+        attention_bias=True,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
     # Per-head q/k norms, head_dim unrelated to hidden / heads, one kv head.
     "qwen3-qk-norm": dict(
         model_type="qwen3",
@@ -107,6 +122,7 @@ CONTROLS = {
         lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
     ),
     "qwen3-qk-norm": ("rms_norm_eps x 1e5", lambda c: c.update(rms_norm_eps=0.1)),
+    "phi3-fused-sliding": ("sliding window removed", lambda c: c.update(sliding_window=None)),
 }
 
 
@@ -196,9 +212,80 @@ def run_case(worker, name, overrides, dtype, seed, control=None):
     return ok
 
 
+# The GPU proof (examples/h200/measure-model/run3): the shipped configs at their real widths,
+# two layers and a 32768-token vocabulary (files stay small), weights drawn N(0, 0.02) on the
+# GPU, transformers' SDPA forward on the same GPU against the worker's (`device_index`).
+GPU_TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2}
+
+
+def run_gpu(worker, config_dir, dtype, seed):
+    config = AutoConfig.from_pretrained(config_dir)
+    config.num_hidden_layers = 2
+    config.vocab_size = 32768
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:2]
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch_dtype)
+    model.eval()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g, device="cuda", dtype=torch.float32) * 0.02
+            if "norm" in name:
+                noise = noise + 1.0
+            p.copy_(noise)
+    tokens = torch.randint(0, config.vocab_size, (BATCH, PROMPT + STEPS), generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        theirs = model(tokens.cuda()).logits.float().cpu()
+    name = os.path.basename(os.path.normpath(config_dir))
+    with tempfile.TemporaryDirectory(prefix="lab-numerics-gpu-") as folder:
+        model.save_pretrained(folder, safe_serialization=True)
+        del model
+        torch.cuda.empty_cache()
+        probe = {
+            "model": folder,
+            "dtype": dtype,
+            "prompt": tokens[:, :PROMPT].tolist(),
+            "steps": [tokens[:, PROMPT + s].tolist() for s in range(STEPS)],
+            "greedy": 0,
+            "device_index": 0,
+        }
+        request = json.dumps({"command": "cpu_logits", "probe": probe})
+        done = subprocess.run([worker], input=request, capture_output=True, text=True, check=False)
+    line = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode != 0 or not line or "logits" not in json.loads(line[-1]):
+        raise SystemExit(f"{name}: worker exit {done.returncode}: {(line[-1] if line else done.stderr)[-2000:]}")
+    logits = json.loads(line[-1])["logits"]
+    vocab = logits["vocab"]
+    prefill = torch.tensor(logits["prefill"]).view(BATCH, PROMPT, vocab)
+    steps = torch.stack([torch.tensor(x).view(BATCH, vocab) for x in logits["steps"]], dim=1)
+    ours = torch.cat([prefill, steps], dim=1)
+    scale = theirs.abs().max().item()
+    error = (ours - theirs).abs().max().item() / scale
+    same_argmax = (ours.argmax(-1) == theirs.argmax(-1)).float().mean().item()
+    ok = error <= GPU_TOLERANCE[dtype]
+    print(
+        f"{'ok  ' if ok else 'FAIL'} gpu {name:<18} {dtype:<9} max relative error {error:.2e} "
+        f"(tolerance {GPU_TOLERANCE[dtype]:.0e}; logits up to {scale:.3f}; argmax equal at "
+        f"{same_argmax * 100:.1f} % of {BATCH * (PROMPT + STEPS)} positions; 2 layers, vocab 32768)"
+    )
+    return ok
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[2] == "--gpu":
+        worker = os.path.abspath(sys.argv[1])
+        results = []
+        for i, folder in enumerate(sys.argv[3:]):
+            for dtype in ("bfloat16", "float32"):
+                results.append(run_gpu(worker, folder, dtype, seed=200 + i))
+        if not all(results):
+            raise SystemExit(f"{results.count(False)} GPU case(s) outside tolerance")
+        return
     if len(sys.argv) != 2:
-        raise SystemExit("usage: decoder_numerics.py WORKER")
+        raise SystemExit("usage: decoder_numerics.py WORKER [--gpu CONFIG_DIR...]")
     worker = os.path.abspath(sys.argv[1])
     torch.set_num_threads(1)
     results = []

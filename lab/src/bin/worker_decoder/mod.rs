@@ -1,16 +1,22 @@
-//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3) in libtorch.
+//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3) in libtorch.
 //!
-//! Mirrors `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies):
-//! - RMSNorm: `x.float()`, `x * rsqrt(mean(x²) + eps)`, back to the input dtype, times the
-//!   weight (`LlamaRMSNorm.forward`);
-//! - rotary: `inv_freq = 1 / theta^(2i/d)` in float32 (scaled per `rope_type`),
-//!   `freqs = pos × inv_freq`, `emb = cat(freqs, freqs)`, `cos`/`sin` cast to the activations'
-//!   dtype, `q·cos + rotate_half(q)·sin` (`LlamaRotaryEmbedding`, `apply_rotary_pos_emb`);
-//! - attention: scale `head_dim^-0.5`, causal, plus `kv > q - window` on sliding layers
-//!   (`masking_utils.sliding_window_overlay`); grouped-query attention without copying the
-//!   cache: the `heads / kv_heads` queries of one key/value head are laid along the query
-//!   axis, so every head reads its own key/value head, as `repeat_kv` gives it;
-//! - MLP: `down(silu(gate(x)) · up(x))`; residual adds around both blocks.
+//! Computes what `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies)
+//! compute, with fewer kernels per layer (a decode step at batch 1 is a chain of small
+//! launches between matrix-vector products; `examples/h200/measure-model/run3/` times it):
+//! - weights: q/k/v and gate/up stacked into one matrix each at load
+//!   ([`lab::decoder::fused`]), so each is one product;
+//! - RMSNorm: `at::rms_norm` (`LlamaRMSNorm`'s arithmetic; one fused kernel on CUDA);
+//! - rotary: `inv_freq = 1 / theta^(2i/d)` in float32 (scaled per `rope_type`), `cos`/`sin`
+//!   of `pos × inv_freq` tabulated once per context as `LlamaRotaryEmbedding` computes them
+//!   per forward, gathered per step; `q·cos + rotate_half(q)·sin` as
+//!   `q·cos + roll(q, d/2)·(±sin)`, queries and keys of a layer in one pass;
+//! - attention: scale `head_dim^-0.5`, an additive mask (0 or -inf: causal, plus
+//!   `kv > q - window` on sliding layers, `masking_utils.sliding_window_overlay`) built once
+//!   per forward; grouped-query attention without copying the cache: the `heads / kv_heads`
+//!   queries of one key/value head are laid along the query axis, so every head reads its
+//!   own key/value head, as `repeat_kv` gives it;
+//! - MLP: `down(silu(gate(x)) · up(x))` on the halves of the stacked product; residual adds
+//!   around both blocks.
 //!
 //! The KV cache is static: two `[batch, kv_heads, context, head_dim]` tensors per layer,
 //! allocated once ([`Cache::new`]) and written in place at the step's positions
@@ -54,14 +60,13 @@ impl Linear {
 }
 
 struct Layer {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    /// `[q; k; v]` stacked along the rows (`lab::decoder::fused`).
+    qkv: Linear,
     o: Linear,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
-    gate: Linear,
-    up: Linear,
+    /// `[gate; up]` stacked along the rows.
+    gate_up: Linear,
     down: Linear,
     input_norm: Tensor,
     post_norm: Tensor,
@@ -173,7 +178,15 @@ impl Decoder {
     /// host buffer, converted to `kind` on the host and then copied to the device, so that the
     /// device sees exactly one allocation per tensor.
     pub fn load(spec: &DecoderSpec, kind: Kind, device: Device, from: WeightsFrom) -> Step<Self> {
-        let mut tensors: HashMap<String, Tensor> = HashMap::with_capacity(spec.tensors.len());
+        let allocations = lab::decoder::fused::allocations(spec);
+        // Per spec tensor: (its allocation, its first row there).
+        let mut slot = vec![(usize::MAX, 0u64); spec.tensors.len()];
+        for (a, alloc) in allocations.iter().enumerate() {
+            for &(i, row) in &alloc.members {
+                slot[i] = (a, row);
+            }
+        }
+        let mut allocated: Vec<Option<Tensor>> = (0..allocations.len()).map(|_| None).collect();
         let mut buffers: Option<(Tensor, Tensor)> = None;
         let mut files: Vec<Option<std::fs::File>> = match &from {
             WeightsFrom::Files(s) => (0..s.files.len()).map(|_| None).collect(),
@@ -184,17 +197,29 @@ impl Decoder {
             if t.name == "lm_head.weight" {
                 buffers = Some((inv_freq(spec, device)?, inv_freq(spec, device)?));
             }
+            let (a, row) = slot[i];
+            let alloc = allocations.get(a).ok_or("tensor without an allocation")?;
+            if allocated[a].is_none() {
+                let shape: Vec<i64> = alloc.shape.iter().map(|d| dim(*d)).collect::<Step<_>>()?;
+                allocated[a] =
+                    Some(Tensor::f_empty(shape.as_slice(), (kind, device)).map_err(err)?);
+            }
+            let whole = allocated[a].as_ref().ok_or("allocation missing")?;
             let shape: Vec<i64> = t.shape.iter().map(|d| dim(*d)).collect::<Step<_>>()?;
-            let tensor = match &from {
+            let rows = shape.first().copied().unwrap_or(1);
+            let mut part = if alloc.members.len() > 1 {
+                whole.f_narrow(0, dim(row)?, rows).map_err(err)?
+            } else {
+                whole.shallow_clone()
+            };
+            match &from {
                 WeightsFrom::Random => {
-                    let mut x = Tensor::f_empty(shape.as_slice(), (kind, device)).map_err(err)?;
                     let _ = match t.init {
-                        Init::Normal => x.f_normal_(0.0, spec.initializer_range),
-                        Init::Zeros => x.f_zero_(),
-                        Init::Ones => x.f_fill_(1.0),
+                        Init::Normal => part.f_normal_(0.0, spec.initializer_range),
+                        Init::Zeros => part.f_zero_(),
+                        Init::Ones => part.f_fill_(1.0),
                     }
                     .map_err(err)?;
-                    x
                 }
                 WeightsFrom::Files(sources) => {
                     let src = &sources.tensors[i];
@@ -220,14 +245,10 @@ impl Decoder {
                     } else {
                         cpu.f_to_dtype(kind, false, false).map_err(err)?
                     };
-                    if device == Device::Cpu {
-                        cpu
-                    } else {
-                        cpu.f_to(device).map_err(err)?
-                    }
+                    // Straight into its rows on the device: no device-side temporary.
+                    part.f_copy_(&cpu).map_err(err)?;
                 }
-            };
-            tensors.insert(t.name.clone(), tensor);
+            }
             if t.name == "model.norm.weight" && spec.tied_embeddings {
                 buffers = Some((inv_freq(spec, device)?, inv_freq(spec, device)?));
             }
@@ -237,6 +258,13 @@ impl Decoder {
             Some(b) => b,
             None => (inv_freq(spec, device)?, inv_freq(spec, device)?),
         };
+        let mut tensors: HashMap<String, Tensor> = HashMap::with_capacity(allocations.len());
+        for (alloc, tensor) in allocations.iter().zip(allocated) {
+            tensors.insert(
+                alloc.name.clone(),
+                tensor.ok_or_else(|| format!("{} was not built", alloc.name))?,
+            );
+        }
         let mut take = |name: String| -> Step<Tensor> {
             tensors
                 .remove(&name)
@@ -255,12 +283,9 @@ impl Decoder {
                     },
                 })
             };
-            let q = linear("self_attn.q_proj", spec.qkv_bias)?;
-            let k = linear("self_attn.k_proj", spec.qkv_bias)?;
-            let v = linear("self_attn.v_proj", spec.qkv_bias)?;
+            let qkv = linear("self_attn.qkv_proj", spec.qkv_bias)?;
             let o = linear("self_attn.o_proj", spec.o_bias)?;
-            let gate = linear("mlp.gate_proj", spec.mlp_bias)?;
-            let up = linear("mlp.up_proj", spec.mlp_bias)?;
+            let gate_up = linear("mlp.gate_up_proj", spec.mlp_bias)?;
             let down = linear("mlp.down_proj", spec.mlp_bias)?;
             let (q_norm, k_norm) = if spec.qk_norm {
                 (
@@ -272,14 +297,11 @@ impl Decoder {
             };
             let window = spec.windows[l as usize].map(dim).transpose()?;
             layers.push(Layer {
-                q,
-                k,
-                v,
+                qkv,
                 o,
                 q_norm,
                 k_norm,
-                gate,
-                up,
+                gate_up,
                 down,
                 input_norm: take(format!("{p}.input_layernorm.weight"))?,
                 post_norm: take(format!("{p}.post_attention_layernorm.weight"))?,
@@ -306,29 +328,21 @@ impl Decoder {
         })
     }
 
+    /// `at::rms_norm` over the last dimension: on the CPU its composite form is
+    /// `LlamaRMSNorm`'s (float32 statistics, cast back, then the weight); on CUDA libtorch
+    /// 2.11 runs one fused kernel (the weight applied before the cast: one rounding fewer).
     fn rms_norm(&self, x: &Tensor, weight: &Tensor) -> Step<Tensor> {
-        let f = x.f_to_dtype(Kind::Float, false, false).map_err(err)?;
-        let variance = f
-            .f_pow_tensor_scalar(2)
-            .map_err(err)?
-            .f_mean_dim(-1, true, None::<Kind>)
-            .map_err(err)?;
-        let normed = f
-            .f_mul(
-                &variance
-                    .f_add_scalar(self.spec.rms_norm_eps)
-                    .map_err(err)?
-                    .f_rsqrt()
-                    .map_err(err)?,
-            )
-            .map_err(err)?
-            .f_to_dtype(x.kind(), false, false)
-            .map_err(err)?;
-        weight.f_mul(&normed).map_err(err)
+        let width = x.size().last().copied().unwrap_or(0);
+        x.f_rms_norm([width], Some(weight), self.spec.rms_norm_eps)
+            .map_err(err)
     }
 
-    /// `cos` and `sin`, `[positions, head_dim]` in the activations' dtype.
-    fn rotary(&self, positions: &Tensor) -> Step<(Tensor, Tensor)> {
+    /// The rotary tables for positions `0..context`: `cos` and `sin` with the sign of
+    /// `rotate_half` folded in (`-sin` on the first half), `[context, head_dim]` in the
+    /// activations' dtype. `cos`/`sin` are computed exactly as `LlamaRotaryEmbedding` does per
+    /// forward (float32 `pos × inv_freq`, `cat(freqs, freqs)`, then the cast), once.
+    pub fn rope_tables(&self, context: i64) -> Step<(Tensor, Tensor)> {
+        let positions = Tensor::f_arange(context, (Kind::Int64, self.device)).map_err(err)?;
         let freqs = positions
             .f_to_dtype(Kind::Float, false, false)
             .map_err(err)?
@@ -342,23 +356,34 @@ impl Decoder {
             .map_err(err)?
             .f_to_dtype(self.kind, false, false)
             .map_err(err)?;
+        let half = freqs.size().last().copied().unwrap_or(0);
+        let sign = Tensor::f_cat(
+            &[
+                Tensor::f_full([half], -1.0, (Kind::Float, self.device)).map_err(err)?,
+                Tensor::f_ones([half], (Kind::Float, self.device)).map_err(err)?,
+            ],
+            0,
+        )
+        .map_err(err)?;
+        // Negating is exact, so `rotate_half(x)·sin = roll(x, d/2)·(sign·sin)` bit for bit.
         let sin = emb
             .f_sin()
             .map_err(err)?
             .f_to_dtype(self.kind, false, false)
+            .map_err(err)?
+            .f_mul(&sign.f_to_dtype(self.kind, false, false).map_err(err)?)
             .map_err(err)?;
         Ok((cos, sin))
     }
 
-    fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Step<Tensor> {
+    /// `x·cos + rotate_half(x)·sin` as `x·cos + roll(x, d/2)·signed_sin`: three kernels
+    /// (`addcmul` rounds the last product and sum once, `transformers` twice).
+    fn rotate(x: &Tensor, cos: &Tensor, signed_sin: &Tensor) -> Step<Tensor> {
         let half = x.size().last().copied().unwrap_or(0) / 2;
-        let x1 = x.f_narrow(-1, 0, half).map_err(err)?;
-        let x2 = x.f_narrow(-1, half, half).map_err(err)?;
-        let rotated = Tensor::f_cat(&[&x2.f_neg().map_err(err)?, &x1], -1).map_err(err)?;
-        x.f_mul(cos)
-            .map_err(err)?
-            .f_add(&rotated.f_mul(sin).map_err(err)?)
-            .map_err(err)
+        let rolled = x.f_roll([half], [-1]).map_err(err)?;
+        let mut out = x.f_mul(cos).map_err(err)?;
+        let _ = out.f_addcmul_(&rolled, signed_sin).map_err(err)?;
+        Ok(out)
     }
 
     /// Logits of `ids` (`[batch, tokens]`, int64) at `positions` (`[tokens]`, int64, on the
@@ -379,11 +404,20 @@ impl Decoder {
             dim(self.spec.kv_heads)?,
             dim(self.spec.head_dim)?,
         );
+        let inter = dim(self.spec.intermediate)?;
         let group = h / kvh;
         let scale = 1.0 / (d as f64).sqrt();
         let mut x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
-        let (cos, sin) = self.rotary(positions)?;
-        // Causal mask [tokens, context], and one per sliding window in use.
+        // [1, tokens, 1, head_dim]: broadcast over batch and heads.
+        let table = |tab: &Tensor| -> Step<Tensor> {
+            tab.f_index_select(0, positions)
+                .map_err(err)?
+                .f_view([1, t, 1, d])
+                .map_err(err)
+        };
+        let (cos, sin) = (table(&cache.cos)?, table(&cache.sin)?);
+        // Additive masks [group·tokens, context] in the activations' dtype (0 or -inf), one
+        // per window in use: causal, plus `kv > q - window` on sliding layers.
         let q_pos = positions.f_unsqueeze(1).map_err(err)?;
         let kv_pos = cache.kv_index.f_unsqueeze(0).map_err(err)?;
         let causal = kv_pos.f_le_tensor(&q_pos).map_err(err)?;
@@ -392,7 +426,7 @@ impl Decoder {
             if masks.contains_key(&layer.window) {
                 continue;
             }
-            let mask = match layer.window {
+            let allowed = match layer.window {
                 None => causal.shallow_clone(),
                 Some(w) => causal
                     .f_logical_and(
@@ -402,6 +436,11 @@ impl Decoder {
                     )
                     .map_err(err)?,
             };
+            let blocked = allowed.f_logical_not().map_err(err)?;
+            let mask = Tensor::f_zeros(allowed.size(), (self.kind, self.device))
+                .map_err(err)?
+                .f_masked_fill(&blocked, f64::NEG_INFINITY)
+                .map_err(err)?;
             // The `group` queries of one key/value head are laid along the query axis.
             let mask = mask.f_repeat([group, 1]).map_err(err)?;
             masks.insert(layer.window, mask);
@@ -409,29 +448,42 @@ impl Decoder {
         for (i, layer) in self.layers.iter().enumerate() {
             let residual = x;
             let hidden = self.rms_norm(&residual, &layer.input_norm)?;
-            let heads = |lin: &Linear, n: i64| -> Step<Tensor> {
-                lin.forward(&hidden)?.f_view([b, t, n, d]).map_err(err)
-            };
-            let mut q = heads(&layer.q, h)?;
-            let mut k = heads(&layer.k, kvh)?;
-            let v = heads(&layer.v, kvh)?;
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                q = self.rms_norm(&q, qn)?;
-                k = self.rms_norm(&k, kn)?;
-            }
-            drop(hidden);
-            let q = q.f_transpose(1, 2).map_err(err)?;
-            let k = k.f_transpose(1, 2).map_err(err)?;
-            let v = v.f_transpose(1, 2).map_err(err)?;
-            let q = Self::rotate(&q, &cos, &sin)?;
-            let k = Self::rotate(&k, &cos, &sin)?;
-            let _ = cache.keys[i].f_index_copy_(2, positions, &k).map_err(err)?;
-            let _ = cache.values[i]
-                .f_index_copy_(2, positions, &v)
+            // [b, t, h + 2·kvh, d]: the queries, keys and values of one product.
+            let qkv = layer
+                .qkv
+                .forward(&hidden)?
+                .f_view([b, t, h + 2 * kvh, d])
                 .map_err(err)?;
-            drop((k, v));
-            // [b, h, t, d] -> [b, kvh, group * t, d]: head kv·group + r reads key/value head kv.
-            let q = q.f_reshape([b, kvh, group * t, d]).map_err(err)?;
+            drop(hidden);
+            let v = qkv.f_narrow(2, h + kvh, kvh).map_err(err)?;
+            let (q, k) = match (&layer.q_norm, &layer.k_norm) {
+                (Some(qn), Some(kn)) => {
+                    let q = self.rms_norm(&qkv.f_narrow(2, 0, h).map_err(err)?, qn)?;
+                    let k = self.rms_norm(&qkv.f_narrow(2, h, kvh).map_err(err)?, kn)?;
+                    (Self::rotate(&q, &cos, &sin)?, Self::rotate(&k, &cos, &sin)?)
+                }
+                _ => {
+                    // Queries and keys are adjacent heads: rotated together.
+                    let qk = Self::rotate(&qkv.f_narrow(2, 0, h + kvh).map_err(err)?, &cos, &sin)?;
+                    (
+                        qk.f_narrow(2, 0, h).map_err(err)?,
+                        qk.f_narrow(2, h, kvh).map_err(err)?,
+                    )
+                }
+            };
+            let _ = cache.keys[i]
+                .f_index_copy_(2, positions, &k.f_transpose(1, 2).map_err(err)?)
+                .map_err(err)?;
+            let _ = cache.values[i]
+                .f_index_copy_(2, positions, &v.f_transpose(1, 2).map_err(err)?)
+                .map_err(err)?;
+            drop((k, v, qkv));
+            // [b, t, h, d] -> [b, kvh, group * t, d]: head kv·group + r reads key/value head kv.
+            let q = q
+                .f_transpose(1, 2)
+                .map_err(err)?
+                .f_reshape([b, kvh, group * t, d])
+                .map_err(err)?;
             let mask = masks.get(&layer.window).ok_or("mask missing")?;
             let attn = Tensor::f_scaled_dot_product_attention(
                 &q,
@@ -458,11 +510,16 @@ impl Decoder {
             drop((residual, out));
             let residual = x;
             let hidden = self.rms_norm(&residual, &layer.post_norm)?;
-            let gate = layer.gate.forward(&hidden)?.f_silu().map_err(err)?;
-            let up = layer.up.forward(&hidden)?;
+            let gate_up = layer.gate_up.forward(&hidden)?;
             drop(hidden);
-            let act = gate.f_mul(&up).map_err(err)?;
-            drop((gate, up));
+            let act = gate_up
+                .f_narrow(-1, 0, inter)
+                .map_err(err)?
+                .f_silu()
+                .map_err(err)?
+                .f_mul(&gate_up.f_narrow(-1, inter, inter).map_err(err)?)
+                .map_err(err)?;
+            drop(gate_up);
             let out = layer.down.forward(&act)?;
             drop(act);
             x = residual.f_add(&out).map_err(err)?;
@@ -479,19 +536,40 @@ impl Decoder {
 }
 
 /// The static KV cache: per layer keys and values `[batch, kv_heads, context, head_dim]`,
-/// zeros, allocated once.
+/// zeros, allocated once; with the tensors made once per context beside the inputs.
 pub struct Cache {
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
     /// `0..context`, int64 on the device (the key positions, for the masks).
     kv_index: Tensor,
+    /// [`Decoder::rope_tables`]: `cos`, `[context, head_dim]`.
+    cos: Tensor,
+    /// The signed `sin`, `[context, head_dim]`.
+    sin: Tensor,
+}
+
+/// What a context needs besides the cache, made by the caller beside the inputs (so that the
+/// cache's own step allocates the keys and values only, what `lab plan` counts).
+pub struct ContextTensors {
+    /// `0..context`, int64 on the device.
+    pub kv_index: Tensor,
+    /// [`Decoder::rope_tables`].
+    pub rope: (Tensor, Tensor),
+}
+
+impl ContextTensors {
+    /// Builds them for `context` positions on the model's device.
+    pub fn new(model: &Decoder, context: i64) -> Step<Self> {
+        Ok(ContextTensors {
+            kv_index: Tensor::f_arange(context, (Kind::Int64, model.device)).map_err(err)?,
+            rope: model.rope_tables(context)?,
+        })
+    }
 }
 
 impl Cache {
-    /// Allocates the cache for `batch` sequences of `context` positions; `kv_index` is
-    /// `0..context` on the device (made by the caller beside the inputs, so that the cache's
-    /// own step allocates the keys and values only, what `lab plan` counts).
-    pub fn new(model: &Decoder, batch: u64, context: u64, kv_index: Tensor) -> Step<Self> {
+    /// Allocates the cache for `batch` sequences of `context` positions.
+    pub fn new(model: &Decoder, batch: u64, context: u64, with: ContextTensors) -> Step<Self> {
         let s = &model.spec;
         let shape = [
             dim(batch)?,
@@ -505,10 +583,13 @@ impl Cache {
             keys.push(Tensor::f_zeros(shape, (model.kind, model.device)).map_err(err)?);
             values.push(Tensor::f_zeros(shape, (model.kind, model.device)).map_err(err)?);
         }
+        let (cos, sin) = with.rope;
         Ok(Cache {
             keys,
             values,
-            kv_index,
+            kv_index: with.kv_index,
+            cos,
+            sin,
         })
     }
 }

@@ -4,7 +4,7 @@
 //! start event, work, end event, synchronize, wall time, end and peak counters. The step's
 //! result stays alive until its row is read, then is freed (the next step starts from it).
 
-use super::{err, Cache, DecodeState, Decoder, WeightsFrom};
+use super::{err, Cache, ContextTensors, DecodeState, Decoder, WeightsFrom};
 use crate::{synchronize, Graph, SideStream};
 use lab::document::model_run::{ModelPhase, ModelPhaseRow};
 use lab::document::Dtype;
@@ -93,13 +93,12 @@ pub fn measure(run: &ModelRun) -> Result<Vec<ModelPhaseRow>, ModelFailure> {
         let ids = Tensor::f_randint(vocab, [batch, input], (Kind::Int64, device)).map_err(err)?;
         let positions = Tensor::f_arange(input, (Kind::Int64, device)).map_err(err)?;
         let context = i64::try_from(w.context).map_err(|e| e.to_string())?;
-        let kv_index = Tensor::f_arange(context, (Kind::Int64, device)).map_err(err)?;
-        Ok((ids, positions, kv_index))
+        Ok((ids, positions, ContextTensors::new(&model, context)?))
     })?;
     rows.push(r);
-    let (ids, positions, kv_index) = prompt;
+    let (ids, positions, context_tensors) = prompt;
     let (r, mut cache) = row(dev, ModelPhase::KvCache, None, 0, || {
-        Cache::new(&model, w.batch, w.context, kv_index)
+        Cache::new(&model, w.batch, w.context, context_tensors)
     })?;
     rows.push(r);
     let prefill = |cache: &mut Cache| model.forward(&ids, &positions, cache, false);
@@ -239,21 +238,28 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
     let spec = lab::decoder::from_model(&read).map_err(|e| e.to_string())?;
     let sources = lab::decoder::weights::locate(folder, &spec).map_err(|e| e.to_string())?;
     let kind = kind_of(probe.dtype);
-    let model = Decoder::load(&spec, kind, Device::Cpu, WeightsFrom::Files(&sources))?;
+    let device = match probe.device_index {
+        Some(n) => Device::Cuda(n as usize),
+        None => Device::Cpu,
+    };
+    let model = Decoder::load(&spec, kind, device, WeightsFrom::Files(&sources))?;
     let batch = probe.prompt.len() as i64;
     let t = probe.prompt.first().map_or(0, Vec::len) as i64;
     let flat: Vec<i64> = probe.prompt.iter().flatten().copied().collect();
-    let ids = Tensor::f_from_slice(&flat)
+    let on = |x: Tensor| x.f_to(device).map_err(err);
+    let ids = on(Tensor::f_from_slice(&flat)
         .map_err(err)?
         .f_view([batch, t])
-        .map_err(err)?;
+        .map_err(err)?)?;
     let context = (t as u64) + probe.steps.len() as u64 + probe.greedy.saturating_sub(1);
-    let kv_index = Tensor::f_arange(context as i64, (Kind::Int64, Device::Cpu)).map_err(err)?;
-    let mut cache = Cache::new(&model, batch as u64, context, kv_index)?;
-    let positions = Tensor::f_arange(t, (Kind::Int64, Device::Cpu)).map_err(err)?;
+    let with = ContextTensors::new(&model, context as i64)?;
+    let mut cache = Cache::new(&model, batch as u64, context, with)?;
+    let positions = Tensor::f_arange(t, (Kind::Int64, device)).map_err(err)?;
     let to_vec = |x: &Tensor| -> Step<Vec<f32>> {
         let x = x
             .f_to_dtype(Kind::Float, false, false)
+            .map_err(err)?
+            .f_to(Device::Cpu)
             .map_err(err)?
             .f_contiguous()
             .map_err(err)?;
@@ -266,11 +272,11 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
     let mut steps = Vec::new();
     let mut last = None;
     for (s, tokens) in probe.steps.iter().enumerate() {
-        let ids = Tensor::f_from_slice(tokens)
+        let ids = on(Tensor::f_from_slice(tokens)
             .map_err(err)?
             .f_view([batch, 1])
-            .map_err(err)?;
-        let position = Tensor::f_from_slice(&[t + s as i64]).map_err(err)?;
+            .map_err(err)?)?;
+        let position = on(Tensor::f_from_slice(&[t + s as i64]).map_err(err)?)?;
         let logits = model.forward(&ids, &position, &mut cache, false)?;
         steps.push(to_vec(&logits)?);
         last = Some(logits);
@@ -279,7 +285,7 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
     if let (Some(logits), true) = (last, probe.greedy > 0) {
         let mut state = DecodeState {
             ids: logits.f_argmax(-1, false).map_err(err)?,
-            position: Tensor::f_from_slice(&[t + probe.steps.len() as i64]).map_err(err)?,
+            position: on(Tensor::f_from_slice(&[t + probe.steps.len() as i64]).map_err(err)?)?,
         };
         for g in 0..probe.greedy {
             if g > 0 {
@@ -288,6 +294,8 @@ pub fn cpu_logits(probe: &LogitsProbe) -> Step<Logits> {
             let mut ids = vec![0i64; batch as usize];
             state
                 .ids
+                .f_to(Device::Cpu)
+                .map_err(err)?
                 .f_copy_data(&mut ids, batch as usize)
                 .map_err(err)?;
             for (seq, id) in greedy_tokens.iter_mut().zip(ids) {
