@@ -16,6 +16,7 @@ pub mod allocator;
 pub mod config;
 pub mod family;
 pub mod gpu_memory;
+pub mod header;
 pub mod json;
 pub mod layout;
 pub mod memory;
@@ -24,6 +25,7 @@ pub mod packages;
 pub mod quantization;
 pub mod safetensors;
 pub mod sat;
+pub mod weight_map;
 
 use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};
