@@ -189,23 +189,39 @@ impl Header<'_> {
 /// # Errors
 /// The one-line message of [`super::safetensors::parse_header`].
 pub fn parse(header: &[u8], data_len: u64) -> Result<Header<'_>, String> {
+    // An entry takes 60 bytes or more of text (`"t":{"dtype":"U8","shape":[],"data_offsets":
+    // [0,0]}`), real ones about a hundred: sized once for that, the set and the list do not
+    // grow by doubling through a header of 10⁶ tensors.
+    let guess = header.len() / 96;
     let mut state = State {
-        out: Header::default(),
-        seen: HashSet::new(),
+        out: Header {
+            tensors: Vec::with_capacity(guess),
+            ..Header::default()
+        },
+        keys: Vec::with_capacity(guess),
         problem: None,
         data_len,
         dtype_elements: [None; Dtype::ALL.len()],
     };
     let duplicate = Duplicates::default();
-    json::typed(
+    let read = json::typed(
         header,
         &duplicate,
         Top {
             state: &mut state,
             duplicate: &duplicate,
         },
-    )
-    .map_err(|e| match e {
+    );
+    // A top-level key given twice before the point where the reader stopped (or anywhere,
+    // when it did not) came first, so it is the answer, as the tree reader found it.
+    let read = match first_repeated(&state.keys) {
+        Some(key) => Err(json::Problem::Duplicate {
+            key: key.to_string(),
+            parent: None,
+        }),
+        None => read,
+    };
+    read.map_err(|e| match e {
         json::Problem::Duplicate { key, parent: None } => format!(
             "tensor \"{}\" is listed twice in the safetensors header",
             crate::text::excerpt(&key)
@@ -233,8 +249,9 @@ pub fn parse(header: &[u8], data_len: u64) -> Result<Header<'_>, String> {
 /// What the visitors share while reading one header.
 struct State<'de> {
     out: Header<'de>,
-    /// Top-level keys met so far (tensor names and `__metadata__`).
-    seen: HashSet<Cow<'de, str>>,
+    /// Top-level keys met so far (tensor names and `__metadata__`), in file order; checked
+    /// for repeats once the reader stops ([`first_repeated`]).
+    keys: Vec<Cow<'de, str>>,
     /// The first entry problem, in file order; the rest is then only walked over.
     problem: Option<String>,
     data_len: u64,
@@ -303,9 +320,7 @@ impl<'de> Visitor<'de> for Top<'_, 'de, '_> {
             state.out.tensors.reserve(n);
         }
         while let Some(name) = map.next_key_seed(Key)? {
-            if !state.seen.insert(name.clone()) {
-                return Err(json::duplicate(self.duplicate, &name, None));
-            }
+            state.keys.push(name.clone());
             if name == "__metadata__" {
                 // The reference reads it as `Option<HashMap<String, String>>`: null is none.
                 let ok = map.next_value_seed(Metadata {
@@ -378,8 +393,8 @@ impl<'de> State<'de> {
     }
 
     fn check(&self, name: &str, entry: &Entry) -> Result<(Dtype, u64, u64, u64), String> {
-        let shown = crate::text::excerpt(name);
-        let bad = |what: &str| format!("tensor \"{shown}\": {what}");
+        // The name is escaped only for a message: most entries are fine.
+        let bad = |what: &str| format!("tensor \"{}\": {what}", crate::text::excerpt(name));
         if !entry.object {
             return Err(bad("entry is not an object"));
         }
@@ -814,6 +829,33 @@ impl<'de> Visitor<'de> for Metadata<'_> {
         }
         Ok(strings)
     }
+}
+
+/// The first key of `keys` (in their order) equal to one before it, or `None`.
+///
+/// Sorting 64-bit hashes (the standard library's keyed SipHash, so a crafted header cannot
+/// make them collide) reads memory in order, where a hash set of 10⁶ names misses the cache
+/// on every insert; only when two hashes are equal is the set built, to compare the keys as
+/// text and find the first one that repeats.
+fn first_repeated<'k>(keys: &'k [Cow<'_, str>]) -> Option<&'k str> {
+    use std::hash::BuildHasher;
+    let hasher = std::collections::hash_map::RandomState::new();
+    let mut hashes: Vec<(u64, u32)> = keys
+        .iter()
+        .zip(0u32..)
+        .map(|(k, i)| (hasher.hash_one(k.as_ref()), i))
+        .collect();
+    hashes.sort_unstable();
+    if !hashes.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    let mut seen = HashSet::with_capacity(keys.len());
+    for k in keys {
+        if !seen.insert(k.as_ref()) {
+            return Some(k.as_ref());
+        }
+    }
+    None
 }
 
 /// The reference library's layout rule (`safetensors/src/tensor.rs`, `Metadata::validate`
