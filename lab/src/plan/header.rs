@@ -11,7 +11,6 @@
 //! library ignores them.
 
 use super::json::{self, Duplicates, Key, Kind, Skip};
-use super::safetensors::Summary;
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -148,6 +147,19 @@ impl Dtype {
     }
 }
 
+/// The totals of one header, for [`super::safetensors::Summary`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Tensors read.
+    pub tensors: u64,
+    /// Elements of all tensors.
+    pub elements: u64,
+    /// Bytes of tensor data.
+    pub data_bytes: u64,
+    /// Elements per stored dtype, by name.
+    pub elements_by_dtype: std::collections::BTreeMap<String, u64>,
+}
+
 /// One tensor of a header. Its shape lies in [`Header::shape`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tensor<'a> {
@@ -168,8 +180,8 @@ pub struct Tensor<'a> {
 /// A header read by [`parse`]: its tensors in file order and their totals.
 #[derive(Debug, Clone, Default)]
 pub struct Header<'a> {
-    /// Totals (`header_bytes` and `files` are left for the caller to fill).
-    pub summary: Summary,
+    /// Totals.
+    pub summary: Totals,
     /// The tensors in the order the header lists them (`__metadata__` left out).
     pub tensors: Vec<Tensor<'a>>,
     dims: Vec<u64>,
@@ -909,7 +921,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    type Read = Result<(Summary, std::collections::BTreeSet<String>), String>;
+    type Read = Result<(Totals, std::collections::BTreeSet<String>), String>;
 
     fn streamed(bytes: &[u8], data_len: u64) -> Read {
         parse(bytes, data_len).map(|h| {

@@ -53,6 +53,19 @@ pub struct Summary {
     pub header_bytes: u64,
 }
 
+impl From<super::header::Totals> for Summary {
+    /// One header's totals, with no file or header bytes yet.
+    fn from(t: super::header::Totals) -> Summary {
+        Summary {
+            tensors: t.tensors,
+            elements: t.elements,
+            data_bytes: t.data_bytes,
+            elements_by_dtype: t.elements_by_dtype,
+            ..Summary::default()
+        }
+    }
+}
+
 impl Summary {
     fn add(&mut self, other: Summary) -> Result<()> {
         let overflow = || Error::usage("safetensors: the tensor totals overflow 64 bits");
@@ -455,7 +468,7 @@ pub fn read_file<T>(
     let read = super::header::parse(&header, file_len - 8 - n)
         .map_err(|e| Error::usage(format!("{shown}: {e}")))?;
     let found = inspect(&read)?;
-    let mut summary = read.summary;
+    let mut summary = Summary::from(read.summary);
     summary.header_bytes = n;
     summary.files.push(
         path.file_name()
@@ -505,7 +518,7 @@ pub fn parse_header(
         .into_iter()
         .map(|t| t.name.into_owned())
         .collect();
-    Ok((read.summary, names))
+    Ok((Summary::from(read.summary), names))
 }
 
 #[cfg(test)]

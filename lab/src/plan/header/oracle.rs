@@ -1,7 +1,7 @@
 //! The tree reader that [`super::parse`] replaced, kept as the test oracle: every header
 //! is parsed into a `serde_json::Value` first, then checked entry by entry.
 
-use crate::plan::safetensors::{dtype_bits, Summary};
+use super::{Dtype, Totals as Summary};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -53,7 +53,7 @@ pub fn parse_header(
             .get("dtype")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("no dtype"))?;
-        let bits = dtype_bits(dtype).ok_or_else(|| {
+        let bits = Dtype::from_name(dtype).map(Dtype::bits).ok_or_else(|| {
             bad(&format!(
                 "unknown dtype \"{}\"",
                 crate::text::excerpt(dtype)
