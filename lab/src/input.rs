@@ -59,7 +59,10 @@ fn capped_into(
 /// # Errors
 /// The failed read.
 pub fn prefix(reader: impl Read, length: u64) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
+    // Sized once for what the caller expects (a header length already checked against the
+    // file's size), capped so that a wrong length cannot reserve more than it could read.
+    let expected = usize::try_from(length.min(1 << 27)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(expected);
     reader.take(length).read_to_end(&mut bytes)?;
     Ok(bytes)
 }

@@ -211,3 +211,29 @@ fn prediction_stub() -> Prediction {
         notes: Vec::new(),
     }
 }
+
+/// The kind test reads the top-level `schema` string only: every other shape is not a
+/// model document, whatever it holds deeper.
+#[test]
+fn is_model_document_reads_the_top_level_schema_only() {
+    let id = MODEL_SCHEMA_ID;
+    for yes in [
+        format!(r#"{{"schema":"{id}"}}"#),
+        format!(r#"  {{"rows":[1,{{"a":null}}],"schema":"{id}","x":{{}}}}"#),
+        format!(r#"{{"schema":"{}"}}"#, id.replace('/', "\\/")),
+    ] {
+        assert!(is_model_document(yes.as_bytes()), "{yes}");
+    }
+    for no in [
+        String::new(),
+        format!(r#"["{id}"]"#),
+        format!(r#"{{"schema":["{id}"]}}"#),
+        format!(r#"{{"inner":{{"schema":"{id}"}}}}"#),
+        format!(r#"{{"schema":"{id}x"}}"#),
+        r#"{"schema":null}"#.to_string(),
+        format!(r#"{{"schema":"{id}""#),
+        r#"{"format":"iteragpu-lab-measurement"}"#.to_string(),
+    ] {
+        assert!(!is_model_document(no.as_bytes()), "{no}");
+    }
+}

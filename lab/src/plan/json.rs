@@ -170,6 +170,151 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// The first duplicate key a typed reader found, shared by its visitors: a visitor that finds
+/// one stores it here and stops the reader, so that the caller can tell a duplicate from the
+/// reader's own errors ([`typed`]).
+pub type Duplicates = RefCell<Option<Problem>>;
+
+/// Runs a typed reader `seed` over `bytes`, as [`parse`] runs its tree builder: the whole
+/// text must be one value. `duplicate` is the slot the seed's visitors were given.
+///
+/// # Errors
+/// [`Problem::Duplicate`] when a visitor stored one, else [`Problem::Invalid`] for the
+/// reader's error (a seed that stops the reader for its own reasons stores that reason
+/// elsewhere and gets `Invalid` back here).
+pub fn typed<'de, T: DeserializeSeed<'de>>(
+    bytes: &'de [u8],
+    duplicate: &Duplicates,
+    seed: T,
+) -> Result<T::Value, Problem> {
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    let read = seed
+        .deserialize(&mut reader)
+        .and_then(|value| reader.end().map(|()| value));
+    match (read, duplicate.take()) {
+        (_, Some(problem)) => Err(problem),
+        (Ok(value), None) => Ok(value),
+        (Err(e), None) => Err(Problem::Invalid(e)),
+    }
+}
+
+/// Records that `key` is listed twice in the object under `parent` and returns the error that
+/// stops the reader.
+pub fn duplicate<E: serde::de::Error>(slot: &Duplicates, key: &str, parent: Option<&str>) -> E {
+    *slot.borrow_mut() = Some(Problem::Duplicate {
+        key: key.to_owned(),
+        parent: parent.map(str::to_owned),
+    });
+    E::custom("duplicate key")
+}
+
+/// What kind of JSON value [`Skip`] walked over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool,
+    /// A number of any kind.
+    Number,
+    /// A string.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+/// Walks over one value of any kind without keeping it, checking every object's keys as
+/// [`parse`] does; says what kind of value it was.
+#[derive(Clone, Copy)]
+pub struct Skip<'a> {
+    /// Where a duplicate is recorded.
+    pub duplicate: &'a Duplicates,
+    /// The key of the object holding the value, when nested.
+    pub parent: Option<&'a str>,
+}
+
+impl<'de> DeserializeSeed<'de> for Skip<'_> {
+    type Value = Kind;
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Kind, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skip<'_> {
+    type Value = Kind;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
+        Ok(Kind::Bool)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
+        Ok(Kind::String)
+    }
+    fn visit_unit<E>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+    fn visit_none<E>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(Kind::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key_seed(Key)? {
+            if !seen.insert(key.clone()) {
+                return Err(duplicate(self.duplicate, &key, self.parent));
+            }
+            map.next_value_seed(Skip {
+                duplicate: self.duplicate,
+                parent: Some(&key),
+            })?;
+        }
+        Ok(Kind::Object)
+    }
+}
+
+/// Reads an object key (or any string) borrowed from the input when it holds no escape.
+#[derive(Clone, Copy)]
+pub struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
+        reader.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = std::borrow::Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

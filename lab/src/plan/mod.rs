@@ -19,6 +19,7 @@ pub mod config;
 pub mod family;
 pub mod gpu_memory;
 pub mod hub;
+pub mod header;
 pub mod json;
 pub mod layout;
 pub mod memory;
@@ -28,6 +29,7 @@ pub mod quantization;
 pub mod safetensors;
 pub mod sat;
 pub mod unknown;
+pub mod weight_map;
 
 use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};

@@ -17,7 +17,6 @@
 //! link loop, no permission) is exit 1, never skipped.
 
 use crate::{Error, Result};
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::Path;
@@ -29,21 +28,12 @@ pub const MAX_HEADER_BYTES: u64 = 100_000_000;
 /// Largest index file read (`model.safetensors.index.json`), in bytes (64 MiB).
 pub const MAX_INDEX_BYTES: u64 = 64 << 20;
 
-/// Width in bits of a safetensors dtype, or `None` when unknown.
-///
-/// Known: `BOOL`, `U8`, `I8`, `F8_E4M3`, `F8_E5M2`, `F8_E8M0` (8); `I16`, `U16`, `F16`,
-/// `BF16` (16); `I32`, `U32`, `F32` (32); `I64`, `U64`, `F64` (64); `F4` (4); `F6_E2M3`,
-/// `F6_E3M2` (6).
+/// Width in bits of a safetensors dtype spelled `dtype`, or `None` when the reference
+/// library does not read it ([`super::header::Dtype`] lists them: `BOOL`, `F4`, `F6_E2M3`,
+/// `F6_E3M2`, `U8`, `I8`, the five `F8_*`, `I16`, `U16`, `F16`, `BF16`, `I32`, `U32`, `F32`,
+/// `C64`, `F64`, `I64`, `U64`).
 pub fn dtype_bits(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "F4" => 4,
-        "F6_E2M3" | "F6_E3M2" => 6,
-        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" => 8,
-        "I16" | "U16" | "F16" | "BF16" => 16,
-        "I32" | "U32" | "F32" => 32,
-        "I64" | "U64" | "F64" => 64,
-        _ => return None,
-    })
+    super::header::Dtype::from_name(dtype).map(super::header::Dtype::bits)
 }
 
 /// What the headers of one model say.
@@ -61,6 +51,19 @@ pub struct Summary {
     pub files: Vec<String>,
     /// Header bytes read, over all files.
     pub header_bytes: u64,
+}
+
+impl From<super::header::Totals> for Summary {
+    /// One header's totals, with no file or header bytes yet.
+    fn from(t: super::header::Totals) -> Summary {
+        Summary {
+            tensors: t.tensors,
+            elements: t.elements,
+            data_bytes: t.data_bytes,
+            elements_by_dtype: t.elements_by_dtype,
+            ..Summary::default()
+        }
+    }
 }
 
 impl Summary {
@@ -145,7 +148,7 @@ pub fn read_folder(folder: &Path) -> Result<Option<Summary>> {
         )));
     }
     if present(&single)? {
-        let (summary, _) = read_file(&single, MAX_HEADER_BYTES)?;
+        let (summary, ()) = read_file(&single, MAX_HEADER_BYTES, |_| Ok(()))?;
         return Ok(Some(summary));
     }
     Ok(None)
@@ -258,9 +261,9 @@ pub fn read_index(index: &Path) -> Result<Summary> {
 fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
     let shown = crate::text::one_line(&index.display().to_string());
     let bytes = crate::input::model_file(index, MAX_INDEX_BYTES, "model index")?;
-    let value = super::json::parse(super::json::strip_bom(&bytes))
+    let map = super::weight_map::parse(super::json::strip_bom(&bytes))
         .map_err(|e| Error::usage(e.message(&shown)))?;
-    let Some(Value::Object(map)) = value.get("weight_map") else {
+    let Some(map) = map else {
         return Err(Error::usage(format!(
             "{shown}: no \"weight_map\" object (tensor name -> shard file)"
         )));
@@ -272,8 +275,8 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
         )));
     }
     let mut shards: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for (tensor, file) in map {
-        let Some(file) = file.as_str() else {
+    for (tensor, file) in &map {
+        let Some(file) = file.as_deref() else {
             return Err(Error::usage(format!(
                 "{shown}: weight_map entry \"{}\" is not a file name",
                 crate::text::excerpt(tensor)
@@ -323,7 +326,8 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
             sum.saturating_add(t.len() as u64 + HEADER_BYTES_PER_TENSOR)
         });
         let left = folder_limit.saturating_sub(header_bytes);
-        let (summary, names) = read_file(&path, share.min(left)).map_err(|e| {
+        let (summary, mismatch) = read_file(&path, share.min(left), |h| Ok(mismatch(h, tensors)))
+            .map_err(|e| {
             if let Error::Usage(m) = &e {
                 if m.ends_with(OVER_BUDGET) {
                     return Error::usage(format!(
@@ -335,29 +339,64 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
             e
         })?;
         header_bytes += summary.header_bytes;
-        for tensor in tensors {
-            if !names.contains(*tensor) {
+        match mismatch {
+            None => {}
+            Some(Mismatch::Missing(tensor)) => {
                 return Err(Error::usage(format!(
                     "{shown} puts tensor \"{}\" in {}, whose header does not have it",
-                    crate::text::excerpt(tensor),
+                    crate::text::excerpt(&tensor),
                     crate::text::excerpt(file)
                 )));
             }
-        }
-        if let Some(extra) = names.iter().find(|n| !tensors.contains(n.as_str())) {
-            let elsewhere = match map.get(extra).and_then(Value::as_str) {
-                Some(other) => format!("puts it in {}", crate::text::excerpt(other)),
-                None => "does not name it".to_string(),
-            };
-            return Err(Error::usage(format!(
-                "{} holds tensor \"{}\" but {shown} {elsewhere}",
-                crate::text::excerpt(file),
-                crate::text::excerpt(extra)
-            )));
+            Some(Mismatch::Extra(extra)) => {
+                let elsewhere = match map
+                    .iter()
+                    .find(|(t, _)| *t == extra)
+                    .and_then(|(_, f)| f.as_deref())
+                {
+                    Some(other) => format!("puts it in {}", crate::text::excerpt(other)),
+                    None => "does not name it".to_string(),
+                };
+                return Err(Error::usage(format!(
+                    "{} holds tensor \"{}\" but {shown} {elsewhere}",
+                    crate::text::excerpt(file),
+                    crate::text::excerpt(&extra)
+                )));
+            }
         }
         total.add(summary)?;
     }
     Ok(total)
+}
+
+/// How a shard's header disagrees with the tensors the index puts in it.
+enum Mismatch {
+    /// The first tensor (by name) the index puts there that the header lacks.
+    Missing(String),
+    /// The first tensor (by name) of the header that the index does not put there.
+    Extra(String),
+}
+
+/// Compares a shard's header with the index's tensors for it. Names in a header are unique
+/// (a repeated one is refused), so equal counts and no extra name mean the same set; the
+/// sets are built only when they differ.
+fn mismatch(header: &super::header::Header, listed: &BTreeSet<&str>) -> Option<Mismatch> {
+    let extra = |t: &&super::header::Tensor| !listed.contains(t.name.as_ref());
+    if header.tensors.len() == listed.len() && !header.tensors.iter().any(|t| extra(&t)) {
+        return None;
+    }
+    let names: std::collections::HashSet<&str> =
+        header.tensors.iter().map(|t| t.name.as_ref()).collect();
+    if let Some(missing) = listed.iter().find(|t| !names.contains(**t)) {
+        return Some(Mismatch::Missing((*missing).to_string()));
+    }
+    header
+        .tensors
+        .iter()
+        .filter(extra)
+        .map(|t| t.name.as_ref())
+        .min()
+        .map(|n| Mismatch::Extra(n.to_string()))
 }
 
 /// How a refusal by [`read_file`] for a header over its budget ends.
@@ -389,12 +428,17 @@ fn regular_file(path: &Path, shown: &str) -> Result<()> {
 }
 
 /// Reads the header of one safetensors file, at most `max_header` bytes of it: its summary
-/// and its tensor names.
+/// and what `inspect` makes of its tensors (called once the header is read and checked).
 ///
 /// # Errors
 /// As [`parse_header`], prefixed with the file name; a header over `max_header` bytes
-/// (checked before it is read); [`Error::Runtime`] when the file cannot be opened or read.
-pub fn read_file(path: &Path, max_header: u64) -> Result<(Summary, BTreeSet<String>)> {
+/// (checked before it is read); [`Error::Runtime`] when the file cannot be opened or read;
+/// what `inspect` returns.
+pub fn read_file<T>(
+    path: &Path,
+    max_header: u64,
+    inspect: impl FnOnce(&super::header::Header) -> Result<T>,
+) -> Result<(Summary, T)> {
     let shown = crate::text::one_line(&path.display().to_string());
     let cannot = |e: std::io::Error| Error::runtime(format!("cannot read {shown}: {e}"));
     regular_file(path, &shown)?;
@@ -421,15 +465,17 @@ pub fn read_file(path: &Path, max_header: u64) -> Result<(Summary, BTreeSet<Stri
             header.len()
         )));
     }
-    let (mut summary, names) = parse_header(&header, file_len - 8 - n)
+    let read = super::header::parse(&header, file_len - 8 - n)
         .map_err(|e| Error::usage(format!("{shown}: {e}")))?;
+    let found = inspect(&read)?;
+    let mut summary = Summary::from(read.summary);
     summary.header_bytes = n;
     summary.files.push(
         path.file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default(),
     );
-    Ok((summary, names))
+    Ok((summary, found))
 }
 
 /// Checks a header length `n` against [`MAX_HEADER_BYTES`] and the file length.
@@ -451,146 +497,28 @@ pub fn check_length(n: u64, file_len: u64) -> std::result::Result<(), String> {
 }
 
 /// Parses header bytes (the JSON after the 8-byte length) for a data section of
-/// `data_len` bytes.
+/// `data_len` bytes: its summary and its tensor names ([`super::header::parse`] keeps each
+/// tensor's dtype, shape and offsets too).
 ///
 /// # Errors
-/// A one-line message naming the tensor and the problem.
+/// A one-line message naming the tensor and the problem: a key given twice at any depth
+/// ([`super::json`]), text that is not one JSON object, an entry that is not
+/// `{"dtype", "shape", "data_offsets"}` with a known dtype, whole-number dimensions whose
+/// product fits 64 bits and `end - begin` equal to the elements times the dtype's width,
+/// `__metadata__` neither null nor an object of strings, totals past 64 bits; then the ranges
+/// not tiling the data as the reference library requires (no overlap, no gap, no bytes past
+/// the last tensor).
 pub fn parse_header(
     header: &[u8],
     data_len: u64,
 ) -> std::result::Result<(Summary, BTreeSet<String>), String> {
-    // JSON readers keep the last of two equal keys; a header naming a tensor twice is
-    // ambiguous, so it is refused rather than silently read one way (super::json).
-    let value = super::json::parse(header).map_err(|e| match e {
-        super::json::Problem::Duplicate { key, parent: None } => format!(
-            "tensor \"{}\" is listed twice in the safetensors header",
-            crate::text::excerpt(&key)
-        ),
-        nested @ super::json::Problem::Duplicate { .. } => {
-            format!("{} in the safetensors header", nested.describe())
-        }
-        invalid => format!("safetensors header is {}", invalid.describe()),
-    })?;
-    let Value::Object(map) = value else {
-        return Err("safetensors header is not a JSON object".to_string());
-    };
-    let mut summary = Summary::default();
-    let mut names = BTreeSet::new();
-    let mut ranges: Vec<(u64, u64, &str)> = Vec::new();
-    for (name, entry) in &map {
-        if name == "__metadata__" {
-            // The reference reads it as `Option<HashMap<String, String>>`: null is none.
-            let ok = entry.is_null()
-                || entry
-                    .as_object()
-                    .is_some_and(|m| m.values().all(Value::is_string));
-            if !ok {
-                return Err("__metadata__ must be an object of strings".to_string());
-            }
-            continue;
-        }
-        let shown = crate::text::excerpt(name);
-        let bad = |what: &str| format!("tensor \"{shown}\": {what}");
-        let Some(entry) = entry.as_object() else {
-            return Err(bad("entry is not an object"));
-        };
-        let dtype = entry
-            .get("dtype")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("no dtype"))?;
-        let bits = dtype_bits(dtype).ok_or_else(|| {
-            bad(&format!(
-                "unknown dtype \"{}\"",
-                crate::text::excerpt(dtype)
-            ))
-        })?;
-        let shape = entry
-            .get("shape")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("no shape list"))?;
-        let mut elements: u64 = 1;
-        for dim in shape {
-            let dim = dim
-                .as_u64()
-                .ok_or_else(|| bad("shape holds something other than whole numbers"))?;
-            elements = elements
-                .checked_mul(dim)
-                .ok_or_else(|| bad("shape overflows 64 bits"))?;
-        }
-        let offsets = entry
-            .get("data_offsets")
-            .and_then(Value::as_array)
-            .filter(|o| o.len() == 2)
-            .ok_or_else(|| bad("data_offsets must be [begin, end]"))?;
-        let (Some(begin), Some(end)) = (offsets[0].as_u64(), offsets[1].as_u64()) else {
-            return Err(bad("data_offsets must be whole numbers"));
-        };
-        if end < begin || end > data_len {
-            return Err(bad(&format!(
-                "data_offsets [{begin}, {end}] lie outside the {data_len} bytes of data"
-            )));
-        }
-        let want = u128::from(elements) * u128::from(bits);
-        if want % 8 != 0 || u128::from(end - begin) != want / 8 {
-            return Err(bad(&format!(
-                "{} bytes of data for {elements} {dtype} elements",
-                end - begin
-            )));
-        }
-        ranges.push((begin, end, name));
-        names.insert(name.clone());
-        summary.tensors += 1;
-        summary.elements = summary
-            .elements
-            .checked_add(elements)
-            .ok_or_else(|| "the element count overflows 64 bits".to_string())?;
-        summary.data_bytes = summary
-            .data_bytes
-            .checked_add(end - begin)
-            .ok_or_else(|| "the data size overflows 64 bits".to_string())?;
-        *summary
-            .elements_by_dtype
-            .entry(dtype.to_string())
-            .or_default() += elements;
-    }
-    contiguous(ranges, data_len)?;
-    Ok((summary, names))
-}
-
-/// The reference library's layout rule (`safetensors/src/tensor.rs`, `Metadata::validate`
-/// and `SafeTensors::read_metadata`): sorted by `data_offsets`, the first tensor begins at 0,
-/// each begins where the one before ends, and the last ends where the file ends
-/// (`InvalidOffset`, `MetadataIncompleteBuffer`). So no overlap, no gap, no trailing data;
-/// empty tensors may share an offset.
-fn contiguous(mut ranges: Vec<(u64, u64, &str)>, data_len: u64) -> std::result::Result<(), String> {
-    ranges.sort_unstable();
-    let mut end = 0u64;
-    let mut before: Option<&str> = None;
-    for (begin, stop, name) in ranges {
-        if begin < end {
-            return Err(format!(
-                "tensors \"{}\" and \"{}\" overlap in the data (corrupt header)",
-                crate::text::excerpt(before.unwrap_or_default()),
-                crate::text::excerpt(name)
-            ));
-        }
-        if begin > end {
-            return Err(format!(
-                "{} unused bytes before tensor \"{}\" (data_offsets begin at {begin}, the data before ends at {end}); the safetensors library refuses gaps",
-                begin - end,
-                crate::text::excerpt(name)
-            ));
-        }
-        end = stop;
-        before = Some(name);
-    }
-    if end != data_len {
-        return Err(format!(
-            "{} bytes of data past the last tensor (the tensors end at {end} of {data_len}); the safetensors library refuses a file longer than its tensors",
-            data_len - end
-        ));
-    }
-    Ok(())
+    let read = super::header::parse(header, data_len)?;
+    let names = read
+        .tensors
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect();
+    Ok((Summary::from(read.summary), names))
 }
 
 #[cfg(test)]
@@ -827,13 +755,19 @@ mod tests {
             4,
         );
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_file(&path, MAX_HEADER_BYTES).unwrap().0.elements, 4);
+        assert_eq!(
+            read_file(&path, MAX_HEADER_BYTES, |_| Ok(()))
+                .unwrap()
+                .0
+                .elements,
+            4
+        );
         bytes.truncate(bytes.len() - 10);
         std::fs::write(&path, &bytes).unwrap();
-        let e = read_file(&path, MAX_HEADER_BYTES).unwrap_err();
+        let e = read_file(&path, MAX_HEADER_BYTES, |_| Ok(())).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{e}");
         std::fs::write(&path, [1u8, 2, 3]).unwrap();
-        assert!(read_file(&path, MAX_HEADER_BYTES)
+        assert!(read_file(&path, MAX_HEADER_BYTES, |_| Ok(()))
             .unwrap_err()
             .to_string()
             .contains("truncated"));
@@ -875,7 +809,7 @@ mod tests {
             let mut bytes = prefix.to_le_bytes().to_vec();
             bytes.extend(body);
             std::fs::write(&path, &bytes).unwrap();
-            if let Err(e) = read_file(&path, MAX_HEADER_BYTES) {
+            if let Err(e) = read_file(&path, MAX_HEADER_BYTES, |_| Ok(())) {
                 prop_assert_eq!(e.exit_code(), 2);
             }
         }

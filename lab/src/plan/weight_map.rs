@@ -1,0 +1,276 @@
+//! `model.safetensors.index.json` read in one pass: its `weight_map` (tensor name -> shard
+//! file) straight into a list, every other key walked over, with the strict reader's rule
+//! that no object at any depth holds a key twice ([`super::json`]).
+
+use super::json::{self, Duplicates, Key, Skip};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+/// `weight_map` as read: each tensor with its shard file, or `None` when the value is not a
+/// string, in file order.
+pub type Entries<'a> = Vec<(Cow<'a, str>, Option<Cow<'a, str>>)>;
+
+/// Reads the `weight_map` of an index: `Ok(None)` when the index has none, or when it (or
+/// the whole file) is not an object.
+///
+/// # Errors
+/// [`json::Problem`] for text that is not JSON or an object holding a key twice.
+pub fn parse(bytes: &[u8]) -> Result<Option<Entries<'_>>, json::Problem> {
+    let duplicate = Duplicates::default();
+    json::typed(
+        bytes,
+        &duplicate,
+        Top {
+            duplicate: &duplicate,
+        },
+    )
+}
+
+struct Top<'d> {
+    duplicate: &'d Duplicates,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = Option<Entries<'de>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Option<Entries<'de>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an index object")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Skip {
+            duplicate: self.duplicate,
+            parent: None,
+        }
+        .visit_seq(seq)
+        .map(|_| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = HashSet::new();
+        let mut found = None;
+        while let Some(key) = map.next_key_seed(Key)? {
+            if !seen.insert(key.clone()) {
+                return Err(json::duplicate(self.duplicate, &key, None));
+            }
+            if key == "weight_map" {
+                found = map.next_value_seed(Map {
+                    duplicate: self.duplicate,
+                })?;
+            } else {
+                map.next_value_seed(Skip {
+                    duplicate: self.duplicate,
+                    parent: Some(&key),
+                })?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The `weight_map` value: its entries when it is an object.
+struct Map<'d> {
+    duplicate: &'d Duplicates,
+}
+
+impl<'de> DeserializeSeed<'de> for Map<'_> {
+    type Value = Option<Entries<'de>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Map<'_> {
+    type Value = Option<Entries<'de>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Skip {
+            duplicate: self.duplicate,
+            parent: Some("weight_map"),
+        }
+        .visit_seq(seq)
+        .map(|_| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = HashSet::new();
+        let mut entries = Vec::new();
+        while let Some(tensor) = map.next_key_seed(Key)? {
+            if !seen.insert(tensor.clone()) {
+                return Err(json::duplicate(self.duplicate, &tensor, Some("weight_map")));
+            }
+            let file = map.next_value_seed(File(Skip {
+                duplicate: self.duplicate,
+                parent: Some(&tensor),
+            }))?;
+            entries.push((tensor, file));
+        }
+        Ok(Some(entries))
+    }
+}
+
+/// A shard file name (a string), or any other value walked over (`None`).
+struct File<'a>(Skip<'a>);
+
+impl<'de> DeserializeSeed<'de> for File<'_> {
+    type Value = Option<Cow<'de, str>>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for File<'_> {
+    type Value = Option<Cow<'de, str>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a file name")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_owned())))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_seq(seq).map(|_| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_map(map).map(|_| None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// A reader's answer: the entries with owned names, or the problem in words.
+    type Answer = Result<Option<Vec<(String, Option<String>)>>, String>;
+
+    /// What the tree reader made of the same text: the entries of `weight_map` when it is an
+    /// object, file names as strings.
+    fn tree(bytes: &[u8]) -> Answer {
+        let value = json::parse(bytes).map_err(|e| e.describe())?;
+        Ok(value.get("weight_map").and_then(Value::as_object).map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                .collect()
+        }))
+    }
+
+    fn streamed(bytes: &[u8]) -> Answer {
+        parse(bytes).map_err(|e| e.describe()).map(|o| {
+            o.map(|v| {
+                v.into_iter()
+                    .map(|(k, f)| (k.into_owned(), f.map(Cow::into_owned)))
+                    .collect()
+            })
+        })
+    }
+
+    #[test]
+    fn weight_map_entries_in_file_order() {
+        let text =
+            br#"{"metadata":{"total_size":3},"weight_map":{"b":"x.safetensors","a\u0041":1}}"#;
+        assert_eq!(
+            streamed(text).unwrap(),
+            Some(vec![
+                ("b".into(), Some("x.safetensors".into())),
+                ("aA".into(), None)
+            ])
+        );
+        for none in [&br#"[]"#[..], br#"{}"#, br#"{"weight_map":[]}"#, br#"1"#] {
+            assert_eq!(streamed(none).unwrap(), None);
+        }
+        let e = streamed(br#"{"weight_map":{"a":"x","a":"y"}}"#).unwrap_err();
+        assert_eq!(e, "key \"a\" in \"weight_map\" is listed twice");
+        let e = streamed(br#"{"metadata":{"k":{"z":1,"z":2}},"weight_map":{}}"#).unwrap_err();
+        assert_eq!(e, "key \"z\" in \"k\" is listed twice");
+    }
+
+    proptest! {
+        // Any small index-like text, mutated: the same entries, or the same refusal, as the
+        // tree reader.
+        #[test]
+        fn same_answer_as_the_tree_reader(
+            names in proptest::collection::vec("[ab]{1,2}", 0..5),
+            cut in any::<prop::sample::Index>(),
+            insert in prop::sample::select(b"{}[],:\"1 x\\".to_vec()),
+        ) {
+            let entries: Vec<String> = names.iter().map(|n| format!(r#""{n}":"{n}.safetensors""#)).collect();
+            let text = format!(r#"{{"metadata":{{"total_size":1}},"weight_map":{{{}}}}}"#, entries.join(","));
+            let mut bytes = text.into_bytes();
+            let at = cut.index(bytes.len() + 1);
+            prop_assert_eq!(streamed(&bytes), tree(&bytes));
+            bytes.insert(at, insert);
+            prop_assert_eq!(streamed(&bytes), tree(&bytes));
+        }
+    }
+}
