@@ -184,7 +184,10 @@ pub fn run(args: Args) -> lab::Result<()> {
     let document = measure::run_with_graph(&configuration, graph_replays, &path)?;
     document::write_new(output, &document)?;
     lab::stdout::print(&measure::summary_text(&document))?;
-    lab::outln!("wrote {}", output.display())
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&output.display().to_string())
+    )
 }
 
 /// `lab measure --model`: every check before the worker, then one run, then the document
@@ -242,7 +245,10 @@ fn run_model(args: Args) -> lab::Result<()> {
     let document = lab::measure_model::run(&prepared, &path)?;
     lab::output::write_new(output, &lab::measure_model::encode(&document)?)?;
     lab::stdout::print(&lab::measure_model::summary_text(&document))?;
-    lab::outln!("wrote {}", output.display())
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&output.display().to_string())
+    )
 }
 
 /// How many GPUs the worker's libtorch sees (asked once, about cuda:0).
@@ -299,7 +305,10 @@ fn measure_several(
             Ok(document) => {
                 let file = folder.join(fleet::document_file_name(*device));
                 document::write_new(&file, document)?;
-                lab::outln!("{device}: wrote {}", file.display())?;
+                lab::outln!(
+                    "{device}: wrote {}",
+                    lab::text::one_line(&file.display().to_string())
+                )?;
             }
             Err(e) => {
                 lab::outln!("{device}: FAILED: {e}")?;
@@ -317,7 +326,10 @@ fn measure_several(
     json.push('\n');
     lab::output::write_new(&folder.join(fleet::COMPARISON_FILE), json.as_bytes())?;
     lab::stdout::print(&fleet::comparison_text(&comparison))?;
-    lab::outln!("wrote {}", folder.display())?;
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&folder.display().to_string())
+    )?;
     if failed.is_empty() {
         Ok(())
     } else {

@@ -5,6 +5,7 @@ mod catalog;
 mod compare;
 mod completions;
 mod estimate;
+mod file_names;
 mod flags;
 mod fleet;
 mod lookalikes;
