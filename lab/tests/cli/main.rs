@@ -4,6 +4,7 @@
 mod catalog;
 mod compare;
 mod completions;
+mod config_dtype;
 mod estimate;
 mod file_names;
 mod flags;
