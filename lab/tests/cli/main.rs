@@ -7,6 +7,7 @@ mod completions;
 mod config_dtype;
 mod estimate;
 mod file_names;
+mod fixed_refusal;
 mod flags;
 mod fleet;
 mod lookalikes;
