@@ -184,7 +184,10 @@ pub fn run(args: Args) -> lab::Result<()> {
     let document = measure::run_with_graph(&configuration, graph_replays, &path)?;
     document::write_new(output, &document)?;
     lab::stdout::print(&measure::summary_text(&document))?;
-    lab::outln!("wrote {}", output.display())
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&output.display().to_string())
+    )
 }
 
 /// `lab measure --model`: every check before the worker, then one run, then the document
@@ -261,7 +264,10 @@ fn run_model(args: Args) -> lab::Result<()> {
     let document = lab::measure_model::run(&prepared, &path)?;
     lab::output::write_new(&target, &lab::measure_model::encode(&document)?)?;
     lab::stdout::print(&lab::measure_model::summary_text(&document))?;
-    lab::outln!("wrote {}", target.display())
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&target.display().to_string())
+    )
 }
 
 /// `lab measure --model --device all` (or a list): the same prepared run on every GPU at
@@ -300,7 +306,10 @@ fn measure_model_several(
                 let file = folder.join(fleet::document_file_name(*device));
                 lab::output::write_new(&file, &lab::measure_model::encode(document)?)?;
                 lab::stdout::print(&lab::measure_model::summary_text(document))?;
-                lab::outln!("{device}: wrote {}", file.display())?;
+                lab::outln!(
+                    "{device}: wrote {}",
+                    lab::text::one_line(&file.display().to_string())
+                )?;
             }
             Err(e) => {
                 lab::outln!("{device}: FAILED: {e}")?;
@@ -372,7 +381,10 @@ fn measure_several(
             Ok(document) => {
                 let file = folder.join(fleet::document_file_name(*device));
                 document::write_new(&file, document)?;
-                lab::outln!("{device}: wrote {}", file.display())?;
+                lab::outln!(
+                    "{device}: wrote {}",
+                    lab::text::one_line(&file.display().to_string())
+                )?;
             }
             Err(e) => {
                 lab::outln!("{device}: FAILED: {e}")?;
@@ -390,7 +402,10 @@ fn measure_several(
     json.push('\n');
     lab::output::write_new(&folder.join(fleet::COMPARISON_FILE), json.as_bytes())?;
     lab::stdout::print(&fleet::comparison_text(&comparison))?;
-    lab::outln!("wrote {}", folder.display())?;
+    lab::outln!(
+        "wrote {}",
+        lab::text::one_line(&folder.display().to_string())
+    )?;
     if failed.is_empty() {
         Ok(())
     } else {

@@ -79,7 +79,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(svg) = &args.svg {
         if !args.json {
-            crate::errln!("chart written to {}", svg.display());
+            crate::errln!(
+                "chart written to {}",
+                lab::text::one_line(&svg.display().to_string())
+            );
         }
     }
     Ok(())

@@ -53,6 +53,23 @@ pub fn normalize_dtype(name: &str) -> Option<&'static str> {
     })
 }
 
+/// The dtype a config.json states (`torch_dtype` or `dtype`), as a [`FORMATS`] name.
+/// transformers reads it as a `torch` attribute (5.17.0, `PreTrainedConfig.__init__`:
+/// `getattr(torch, dtype)`), exact and lowercase: `half` is fp16, `float` fp32, and a name
+/// torch lacks (`bf16`, `FLOAT32`) is `None`, refused rather than read as what it resembles;
+/// `int4` (a torch attribute) counts like `--weights-dtype int4`.
+pub fn config_dtype(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "float32" | "float" => "fp32",
+        "bfloat16" => "bf16",
+        "float16" | "half" => "fp16",
+        "float8_e4m3fn" | "float8_e5m2" => "fp8",
+        "int8" => "int8",
+        "int4" => "int4",
+        _ => return None,
+    })
+}
+
 /// Bits per element of a [`FORMATS`] name.
 pub fn format_bits(name: &str) -> Option<Decimal> {
     FORMATS

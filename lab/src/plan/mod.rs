@@ -18,8 +18,8 @@ pub mod allocator;
 pub mod config;
 pub mod family;
 pub mod gpu_memory;
-pub mod hub;
 pub mod header;
+pub mod hub;
 pub mod json;
 pub mod layout;
 pub mod memory;
@@ -35,7 +35,7 @@ use crate::catalog::{Catalog, CatalogInfo};
 use crate::{Error, Result};
 use family::Architecture;
 use layout::ParameterCounts;
-use memory::{bytes_for, format_bits, normalize_dtype};
+use memory::{bytes_for, config_dtype, format_bits, normalize_dtype};
 use model::Model;
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -416,7 +416,7 @@ pub fn plan_model(
             .as_ref()
             .and_then(|s| s.main_dtype())
             .and_then(normalize_dtype)
-            .or_else(|| arch.dtype.as_deref().and_then(normalize_dtype))
+            .or_else(|| arch.dtype.as_deref().and_then(config_dtype))
     };
     let (weights_bytes, weights_format, weight_element_bytes) = match &request.weights {
         WeightsFormat::Stored if mxfp4 => (
@@ -470,7 +470,7 @@ pub fn plan_model(
             (None, None) => {
                 return Err(Error::usage(match &arch.dtype {
                     Some(d) => format!(
-                        "config.json's dtype \"{}\" is not a weights format lab plan knows and there is no safetensors header: give --weights-dtype (fp32, bf16, fp16, fp8, int8, int4) or --bits",
+                        "config.json's dtype \"{}\" is not a weights format lab plan knows (as torch names them: float32, float, bfloat16, float16, half, float8_e4m3fn, float8_e5m2, int8, int4) and there is no safetensors header: give --weights-dtype (fp32, bf16, fp16, fp8, int8, int4) or --bits",
                         crate::text::excerpt(d)
                     ),
                     None => "config.json states no dtype and there is no safetensors header: give --weights-dtype (fp32, bf16, fp16, fp8, int8, int4) or --bits".to_string(),

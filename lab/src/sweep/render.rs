@@ -162,7 +162,11 @@ pub fn text_summary(
             );
         }
     }
-    let _ = writeln!(out, "summary: {}", summary.display());
+    let _ = writeln!(
+        out,
+        "summary: {}",
+        crate::text::one_line(&summary.display().to_string())
+    );
     out
 }
 

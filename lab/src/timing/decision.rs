@@ -397,9 +397,33 @@ pub fn decide(
         rows.push(row);
     }
     if !rows.is_empty() && rows.iter().all(|r| r.finish.is_none()) {
-        return Err(Error::usage(
-            "no GPU of the catalog can run this workload (memory or format): lower --batch, --context or the weights' width, or pick another model",
-        ));
+        let fixed: Vec<String> = [
+            inputs.fixed.gpus.map(|n| format!("--gpus {n}")),
+            inputs
+                .fixed
+                .tensor_parallel
+                .map(|t| format!("--tensor-parallel {t}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if fixed.is_empty() {
+            return Err(Error::usage(
+                "no GPU of the catalog can run this workload (memory or format): lower --batch, --context or the weights' width, or pick another model",
+            ));
+        }
+        // A fixed flag is often what stopped every GPU: name it, and the one GPU's reason.
+        let first = &rows[0];
+        let reason = if rows.iter().all(|r| r.gpu == first.gpu) && !first.notes.is_empty() {
+            format!(" ({}: {})", first.gpu, first.notes.join("; "))
+        } else {
+            String::new()
+        };
+        return Err(Error::usage(format!(
+            "no GPU of the catalog can run this workload with {}{reason}: whole lots, one machine's GPUs per tensor-parallel group and the memory must all fit; change or drop {}, or run lab plan without the workload to see each GPU",
+            fixed.join(" "),
+            fixed.join(" / ")
+        )));
     }
     rows.sort_by(|a, b| match (&a.finish, &b.finish) {
         (Some(x), Some(y)) => x

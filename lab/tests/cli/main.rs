@@ -4,7 +4,10 @@
 mod catalog;
 mod compare;
 mod completions;
+mod config_dtype;
 mod estimate;
+mod file_names;
+mod fixed_refusal;
 mod flags;
 mod fleet;
 mod lookalikes;

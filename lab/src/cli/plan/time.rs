@@ -325,7 +325,11 @@ pub fn run(args: Args, shown: Option<String>) -> Result<()> {
     out.extend(table(&t));
     lab::stdout::lines(&out)?;
     for path in args.time.svg.iter().chain(&args.time.html) {
-        lab::errln!("written to {}", path.display());
+        // A file name may hold a newline or an escape: the line stays one line.
+        lab::errln!(
+            "written to {}",
+            lab::text::one_line(&path.display().to_string())
+        );
     }
     Ok(())
 }
