@@ -740,7 +740,8 @@ fn messages_name_the_file_once_and_cut_long_values() {
         line.contains(&format!("\"\\u{{202e}}{}…\"", "x".repeat(63))),
         "{line}"
     );
-    assert!(line.len() < 400, "{line}");
+    // The value is cut; the rest is the message and the list of known families.
+    assert!(line.len() < 600, "{line}");
 
     // A shard that is a folder or a FIFO is there, but no regular file.
     let dir = llama_folder();

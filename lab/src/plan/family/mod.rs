@@ -770,19 +770,24 @@ fn attention_pattern(
 
 /// `layer_types`, when listed, as every configuration class validates it (transformers 5.17
 /// `PreTrainedConfig`: one known type per layer), for the families that then ignore it too.
+/// `chunked_attention` passes here (Llama 4 lists it); a family whose own reading of the
+/// list does not know it refuses it by name there.
 fn listed_layer_types(f: &Fields, layers: u64) -> Result<()> {
     let bad = |found: &Value| {
         Error::usage(format!(
-            "config.json: \"layer_types\" must list one of full_attention, sliding_attention for each of the {layers} layers, found {}",
+            "config.json: \"layer_types\" must list one of full_attention, sliding_attention, chunked_attention for each of the {layers} layers, found {}",
             crate::text::excerpt(&found.to_string())
         ))
     };
     match f.get("layer_types") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Array(types)) => {
-            let known = types
-                .iter()
-                .all(|t| matches!(t.as_str(), Some("full_attention" | "sliding_attention")));
+            let known = types.iter().all(|t| {
+                matches!(
+                    t.as_str(),
+                    Some("full_attention" | "sliding_attention" | "chunked_attention")
+                )
+            });
             if types.len() as u64 == layers && known {
                 Ok(())
             } else {
