@@ -241,7 +241,9 @@ fn calibrate(
     perf: &[GpuPerf],
     measured: &[calibration::Measured],
 ) -> Result<Vec<calibration::Calibrated>> {
-    let mut per_gpu: Vec<(String, Vec<String>, Vec<Decimal>, Vec<Decimal>)> = Vec::new();
+    /// One GPU model's documents and ratios: files, decode ratios, prefill ratios.
+    type Group = (Vec<String>, Vec<Decimal>, Vec<Decimal>);
+    let mut per_gpu: Vec<(String, Group)> = Vec::new();
     for m in measured {
         let refuse = |why: String| Error::usage(format!("--calibration {}: {why}", m.file));
         let plan_dtype = match inputs.format {
@@ -275,18 +277,18 @@ fn calibrate(
         let i = match per_gpu.iter().position(|g| g.0 == m.gpu) {
             Some(i) => i,
             None => {
-                per_gpu.push((m.gpu.clone(), Vec::new(), Vec::new(), Vec::new()));
+                per_gpu.push((m.gpu.clone(), Default::default()));
                 per_gpu.len() - 1
             }
         };
-        let g = &mut per_gpu[i];
-        g.1.push(m.file.clone());
-        g.2.push(decode_ratio);
-        g.3.extend(prefill_ratio);
+        let g = &mut per_gpu[i].1;
+        g.0.push(m.file.clone());
+        g.1.push(decode_ratio);
+        g.2.extend(prefill_ratio);
     }
     Ok(per_gpu
         .into_iter()
-        .map(|(gpu, files, mut decode, mut prefill)| {
+        .map(|(gpu, (files, mut decode, mut prefill))| {
             let d = calibration::median_of(&mut decode).unwrap_or(Decimal::ONE);
             let d = decision::round(d, 4);
             let p = calibration::median_of(&mut prefill).map(|p| decision::round(p, 4));
