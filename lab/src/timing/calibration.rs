@@ -127,6 +127,12 @@ fn one(
                 ),
             ))
         }
+        None if value.get("gpus").is_some() && value.get("basis").is_some() => {
+            return Err(refuse(
+                path,
+                "is the comparison of lab measure --device (comparison.json): give one GPU's lab measure --model document",
+            ))
+        }
         None => {
             return Err(refuse(
                 path,

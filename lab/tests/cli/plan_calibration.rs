@@ -214,6 +214,11 @@ fn each_refusal_class_names_the_file() {
         let phases = v["phases"].as_array_mut().unwrap();
         phases.retain(|p| p["phase"] != "graph_capture" && p["phase"] != "graph_decode");
     });
+    // The committed two-GPU run of the synthetic `lab measure --device all`.
+    let real_synthetic = PathBuf::from(path("examples/h200x2/cuda-0.json"));
+    let fleet = PathBuf::from(path("examples/h200x2/comparison.json"));
+    let not_json = dir.path().join("notes.json");
+    std::fs::write(&not_json, "median 0.02 s").unwrap();
     let copy = dir.path().join("copy.json");
     std::fs::copy(&b1, &copy).unwrap();
     let s = |p: &Path| p.display().to_string();
@@ -223,6 +228,15 @@ fn each_refusal_class_names_the_file() {
         (vec![s(&synthetic)], "is a synthetic lab measure document".into()),
         (vec![s(&other_schema)], "has schema 'someone/else/v3'".into()),
         (vec![comparison.clone()], "has no schema".into()),
+        (
+            vec![s(&real_synthetic)],
+            "is a synthetic lab measure document".into(),
+        ),
+        (
+            vec![s(&fleet)],
+            "is the comparison of lab measure --device".into(),
+        ),
+        (vec![s(&not_json)], "is not JSON".into()),
         (vec![s(&incomplete)], "failed or incomplete run".into()),
         (vec![s(&no_model)], "incomplete model measurement".into()),
         (
