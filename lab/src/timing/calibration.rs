@@ -152,6 +152,17 @@ fn one(
             format!("is from a failed or incomplete run ({e}): measure again"),
         )
     })?;
+    let w = &doc.workload;
+    if w.batch == 0
+        || w.input_tokens == 0
+        || w.output_tokens == 0
+        || Some(w.context) != w.input_tokens.checked_add(w.output_tokens)
+    {
+        return Err(refuse(
+            path,
+            "has a workload lab measure --model does not write (batch, tokens at least 1; context = input + output): measure again",
+        ));
+    }
     if doc.model.config_sha256 != wanted {
         return Err(refuse(
             path,
@@ -185,7 +196,6 @@ fn one(
             ),
         )
     })?;
-    let w = &doc.workload;
     Ok(Measured {
         file: path.display().to_string(),
         gpu,

@@ -200,6 +200,9 @@ fn each_refusal_class_names_the_file() {
     let no_model = edited(dir.path(), "no-model.json", |v| {
         v.as_object_mut().unwrap().remove("model");
     });
+    let odd_context = edited(dir.path(), "odd-context.json", |v| {
+        v["workload"]["context"] = 300.into()
+    });
     let other_model = edited(dir.path(), "other-model.json", |v| {
         v["model"]["config_sha256"] = "ab".repeat(32).into()
     });
@@ -239,6 +242,7 @@ fn each_refusal_class_names_the_file() {
         (vec![s(&not_json)], "is not JSON".into()),
         (vec![s(&incomplete)], "failed or incomplete run".into()),
         (vec![s(&no_model)], "incomplete model measurement".into()),
+        (vec![s(&odd_context)], "context = input + output".into()),
         (
             vec![s(&other_model)],
             format!(
