@@ -150,6 +150,8 @@ pub struct Inputs<'a> {
     /// `--tensor-parallel N` and `--gpus N`: the only degree tried, and the GPUs every
     /// finish buys at once (whole lots; more time is bought as consecutive packages).
     pub fixed: packages::Fixed,
+    /// `--calibration`: measured over expected ratios per GPU model (empty: none).
+    pub calibration: Vec<super::calibration::Calibrated>,
 }
 
 /// Speeds and times of one setup on one basis.
@@ -280,6 +282,9 @@ pub struct Row {
     /// Where the GPU's efficiency factors come from: `measured`, `carried over` or `assumed`
     /// ([`super::gpu_perf::LABELS`]).
     pub factors: String,
+    /// `--calibration`: the ratios that scaled this GPU's expected decode and prefill times;
+    /// null when none was given for it.
+    pub calibration: Option<super::calibration::Calibrated>,
 }
 
 /// Builds the rows for every asked GPU and duration, sorted by finishing cost.
@@ -334,7 +339,15 @@ pub fn decide(
             predicted_usd_per_unit: None,
             notes: Vec::new(),
             factors: gpu.efficiency_label.clone(),
+            calibration: inputs
+                .calibration
+                .iter()
+                .find(|c| c.gpu == entry.gpu)
+                .cloned(),
         };
+        if let Some(c) = &row.calibration {
+            row.notes.push(format!("expected times {}", c.label));
+        }
         let Some(format) = native_format(gpu, inputs.format, &mut row.notes) else {
             rows.push(row);
             continue;
@@ -733,6 +746,39 @@ fn inference_steps(
     (prefill, decode)
 }
 
+/// The expected prefill and decode seconds scaled by the GPU's `--calibration` ratios
+/// (the ceiling and uncalibrated GPUs unchanged).
+fn calibrated(
+    inputs: &Inputs,
+    gpu: &GpuPerf,
+    basis: Basis,
+    (prefill, decode): (Decimal, Decimal),
+) -> (Decimal, Decimal) {
+    match inputs.calibration.iter().find(|c| c.gpu == gpu.gpu) {
+        Some(c) if basis == Basis::Expected => (
+            prefill * c.prefill_ratio.unwrap_or(Decimal::ONE),
+            decode * c.decode_ratio,
+        ),
+        _ => (prefill, decode),
+    }
+}
+
+/// The uncalibrated expected seconds of one prefill of `batch` sequences of `input` tokens
+/// and of one decode step at the middle length, on one GPU (no tensor parallel, no
+/// pipeline): what a `lab measure --model` document's step times are compared with.
+/// `None` when the GPU has no rate for the format.
+pub fn expected_steps(
+    inputs: &Inputs,
+    gpu: &GpuPerf,
+    batch: u64,
+    input: u64,
+    output: u64,
+) -> Option<(Decimal, Decimal)> {
+    let format = native_format(gpu, inputs.format, &mut Vec::new())?;
+    let r = roofline::rates(gpu, format, Basis::Expected, inputs.profile)?;
+    Some(inference_steps(inputs, &r, 1, 1, batch, input, output))
+}
+
 /// Seconds of one training step of `batch` sequences on one replica of t GPUs, with
 /// `replicas` replicas exchanging gradients over `link` bytes per second.
 fn training_step(
@@ -852,8 +898,12 @@ fn speed(
             input_tokens,
             output_tokens,
         } => {
-            let (prefill, decode) =
-                inference_steps(inputs, &r, t, p, batch, input_tokens, output_tokens);
+            let (prefill, decode) = calibrated(
+                inputs,
+                gpu,
+                basis,
+                inference_steps(inputs, &r, t, p, batch, input_tokens, output_tokens),
+            );
             let batch_s = prefill + Decimal::from(output_tokens - 1) * decode;
             let replicas_total = if p == 1 {
                 replicas * lots
@@ -872,8 +922,12 @@ fn speed(
                     let tail = if rest == 0 {
                         zero
                     } else {
-                        let (p2, d2) =
-                            inference_steps(inputs, &r, t, p, rest, input_tokens, output_tokens);
+                        let (p2, d2) = calibrated(
+                            inputs,
+                            gpu,
+                            basis,
+                            inference_steps(inputs, &r, t, p, rest, input_tokens, output_tokens),
+                        );
                         p2 + Decimal::from(output_tokens - 1) * d2
                     };
                     Decimal::from(full) * batch_s + tail

@@ -8,12 +8,14 @@
 //!   is the one adapter to the plan's architecture struct) and one step's FLOPs and bytes;
 //! - [`roofline`]: per-operator roofline, ceiling and expected, tensor parallel;
 //! - [`workload`]: requests or training tokens, and the training method;
+//! - [`calibration`]: `lab plan --calibration`, measured step times over expected ones;
 //! - [`decision`]: setups per lot, batch, times, the cheapest way to finish, predicted costs;
 //! - [`picture`]: the decision drawn (hours against cost to finish) as SVG and as an HTML page.
 //!
 //! Times and rates are decimals, rounded half-to-even once when shown (seconds to 6 places,
 //! tokens per second to 1, hours to 2, USD as stated per field); counts stay integers.
 
+pub mod calibration;
 pub mod decision;
 pub mod engine;
 pub mod gpu_perf;
@@ -96,7 +98,29 @@ pub fn estimate(
     memory: &[GpuMemory],
     perf: &[GpuPerf],
 ) -> Result<(Plan, TimePlan)> {
+    estimate_calibrated(ask, catalog, memory, perf, &[])
+}
+
+/// [`estimate`] with `lab plan --calibration` documents ([`calibration`]): the expected
+/// decode and prefill times of each measured GPU model scaled by measured / expected.
+///
+/// # Errors
+/// As [`estimate`]; as [`calibration::read`]; [`Error::Usage`] for a training workload, a
+/// document of another element type than the plan's products, a GPU without performance
+/// data.
+pub fn estimate_calibrated(
+    ask: &Ask,
+    catalog: &Catalog,
+    memory: &[GpuMemory],
+    perf: &[GpuPerf],
+    documents: &[std::path::PathBuf],
+) -> Result<(Plan, TimePlan)> {
     ask.workload.check()?;
+    if !documents.is_empty() && matches!(ask.workload, Workload::Training { .. }) {
+        return Err(Error::usage(
+            "--calibration documents time inference (prefill and decode steps): give an inference workload, or leave --calibration out",
+        ));
+    }
     if let plan::model::Reading::Unknown(u) = plan::model::read_any(&ask.request.model)? {
         return Err(Error::usage(format!(
             "model_type \"{}\" is not one lab plan knows: its memory is a lower bound from its safetensors headers (lab plan without a workload shows it), and a workload's time needs its layers' layout, which only a known family gives",
@@ -177,7 +201,14 @@ pub fn estimate(
         days: ask.days.clone(),
         gpus: ask.gpus.clone(),
         fixed: request.fixed,
+        calibration: Vec::new(),
     };
+    let mut inputs = inputs;
+    if !documents.is_empty() {
+        let text = plan::model::read(&request.model)?.config_text;
+        let measured = calibration::read(documents, &text, catalog, ask.profile)?;
+        inputs.calibration = calibrate(&inputs, perf, &measured)?;
+    }
     let rows = decision::decide(&inputs, catalog, perf, memory)?;
     let one_need = needs.one.sharded + needs.one.kv + needs.one.whole;
     Ok((
@@ -202,6 +233,74 @@ pub fn estimate(
             .to_string(),
         },
     ))
+}
+
+/// The ratios per GPU model of the documents (medians where several share one).
+fn calibrate(
+    inputs: &decision::Inputs,
+    perf: &[GpuPerf],
+    measured: &[calibration::Measured],
+) -> Result<Vec<calibration::Calibrated>> {
+    /// One GPU model's documents and ratios: files, decode ratios, prefill ratios.
+    type Group = (Vec<String>, Vec<Decimal>, Vec<Decimal>);
+    let mut per_gpu: Vec<(String, Group)> = Vec::new();
+    for m in measured {
+        let refuse = |why: String| Error::usage(format!("--calibration {}: {why}", m.file));
+        let plan_dtype = match inputs.format {
+            Format::Bf16 => crate::document::Dtype::Bfloat16,
+            Format::Fp16 => crate::document::Dtype::Float16,
+            Format::Fp8 | Format::Int8 => {
+                return Err(refuse(
+                    "the plan's products are 8-bit and lab measure --model times bf16 or fp16: plan with the measured element type".into(),
+                ))
+            }
+        };
+        if m.dtype != plan_dtype {
+            return Err(refuse(format!(
+                "measured in {} but the plan's weights are {}: plan with --weights-dtype matching the measurement",
+                m.dtype.name(),
+                plan_dtype.name()
+            )));
+        }
+        let gpu = perf.iter().find(|p| p.gpu == m.gpu).ok_or_else(|| {
+            refuse(format!(
+                "GPU {} has no row in the GPU performance data",
+                m.gpu
+            ))
+        })?;
+        let (prefill, decode) =
+            decision::expected_steps(inputs, gpu, m.batch, m.input_tokens, m.output_tokens)
+                .ok_or_else(|| refuse(format!("GPU {} has no rate for the format", m.gpu)))?;
+        let decode_ratio = calibration::ratio(m.decode_s, decode)
+            .ok_or_else(|| refuse("the expected decode time is zero".into()))?;
+        let prefill_ratio = m.prefill_s.and_then(|p| calibration::ratio(p, prefill));
+        let i = match per_gpu.iter().position(|g| g.0 == m.gpu) {
+            Some(i) => i,
+            None => {
+                per_gpu.push((m.gpu.clone(), Default::default()));
+                per_gpu.len() - 1
+            }
+        };
+        let g = &mut per_gpu[i].1;
+        g.0.push(m.file.clone());
+        g.1.push(decode_ratio);
+        g.2.extend(prefill_ratio);
+    }
+    Ok(per_gpu
+        .into_iter()
+        .map(|(gpu, (files, mut decode, mut prefill))| {
+            let d = calibration::median_of(&mut decode).unwrap_or(Decimal::ONE);
+            let d = decision::round(d, 4);
+            let p = calibration::median_of(&mut prefill).map(|p| decision::round(p, 4));
+            calibration::Calibrated {
+                label: calibration::label(&files, d, p),
+                gpu,
+                files,
+                decode_ratio: d,
+                prefill_ratio: p,
+            }
+        })
+        .collect())
 }
 
 /// The memory split of a plan for the workload: inference and full training as `lab plan`

@@ -15,6 +15,7 @@ mod measure_guard;
 mod measure_model;
 mod messages;
 mod plan;
+mod plan_calibration;
 mod plan_context;
 mod plan_headers;
 mod plan_hub;

@@ -54,6 +54,10 @@ pub struct TimeArgs {
     /// GPU performance file instead of the embedded data/gpu-perf.csv.
     #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     gpu_perf: Option<PathBuf>,
+    /// `lab measure --model` documents of this model: their measured step times over the
+    /// expected ones scale the expected decode and prefill times of the GPU model measured.
+    #[arg(long, value_name = "DOC", num_args = 1.., allow_hyphen_values = true)]
+    calibration: Vec<PathBuf>,
     /// Also draw the decision (hours against cost to finish) to this new SVG file.
     #[arg(long, value_name = "OUT.svg", allow_hyphen_values = true)]
     svg: Option<PathBuf>,
@@ -75,6 +79,7 @@ impl TimeArgs {
             || self.profile.is_some()
             || self.network_gb_s.is_some()
             || self.gpu_perf.is_some()
+            || !self.calibration.is_empty()
     }
 
     /// Whether `--svg` or `--html` was given.
@@ -309,7 +314,8 @@ pub fn run(args: Args, shown: Option<String>) -> Result<()> {
         profile,
         network_gb_s,
     };
-    let (mut p, t) = timing::estimate(&ask, &catalog, &memory, &perf)?;
+    let (mut p, t) =
+        timing::estimate_calibrated(&ask, &catalog, &memory, &perf, &args.time.calibration)?;
     if let Some(shown) = shown {
         p.model = shown;
     }

@@ -1,0 +1,334 @@
+//! `lab plan --calibration DOC…`: measured step times of lab's own worker
+//! (`lab measure --model` documents, `iteragpu-lab/model-measurement/v1`) scale the expected
+//! figures of the GPU model they were measured on (`docs/PLANNING.md`, "Calibration").
+//!
+//! For each document: the measured decode step (median `gpu_seconds` of the `decode` rows
+//! for `--profile eager`, of the `graph_decode` rows for `cuda-graphs`) and prefill (median
+//! of the `warm_prefill` rows) over the time model's expected figures for the same model,
+//! batch, prompt and output length on one GPU; the ratio (4 decimals, half-to-even) scales
+//! that GPU's expected decode and prefill times in every setup of the plan. Several
+//! documents for one GPU model: the median ratio per phase.
+
+use super::decision::round;
+use crate::catalog::Catalog;
+use crate::document::model_run::{self, ModelDocument, ModelPhase, MODEL_SCHEMA_ID};
+use crate::document::Dtype;
+use crate::{Error, Result};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One calibration document, read and checked.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The file name as given on the command line (shown in the label).
+    pub file: String,
+    /// Catalog GPU id of the document's GPU model.
+    pub gpu: String,
+    /// Sequences per batch.
+    pub batch: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Output tokens (decode steps).
+    pub output_tokens: u64,
+    /// The document's element type.
+    pub dtype: Dtype,
+    /// Median measured decode step, seconds.
+    pub decode_s: Decimal,
+    /// Median measured prefill of the batch, seconds (`None` without warm prefills).
+    pub prefill_s: Option<Decimal>,
+}
+
+/// The calibration of one GPU model (`calibration` on a row of `lab plan --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Calibrated {
+    /// Catalog GPU id.
+    pub gpu: String,
+    /// The documents used, as given.
+    pub files: Vec<String>,
+    /// Measured over expected decode step time (the median over the documents), 4 decimals.
+    #[serde(with = "rust_decimal::serde::str")]
+    pub decode_ratio: Decimal,
+    /// Measured over expected prefill time, 4 decimals; null when no document timed one.
+    #[serde(with = "rust_decimal::serde::str_option")]
+    pub prefill_ratio: Option<Decimal>,
+    /// In words, as the text shows it.
+    pub label: String,
+}
+
+fn refuse(file: &Path, why: impl std::fmt::Display) -> Error {
+    Error::usage(format!("--calibration {}: {why}", file.display()))
+}
+
+/// Reads the documents for a plan of the model whose `config.json` text is `config_text`
+/// under `profile`.
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2), naming the file: unreadable; not a `lab measure --model`
+/// document (another schema, a synthetic `lab measure` document, a comparison); rows of a
+/// failed or incomplete run; another model (both digests named); a GPU model not in the
+/// catalog; no `graph_decode` rows under `--profile cuda-graphs`; the same document twice.
+pub fn read(
+    paths: &[PathBuf],
+    config_text: &str,
+    catalog: &Catalog,
+    profile: super::roofline::Profile,
+) -> Result<Vec<Measured>> {
+    let wanted = crate::digest::sha256_hex(config_text.as_bytes());
+    let mut seen: Vec<(String, &Path)> = Vec::new();
+    let mut out = Vec::new();
+    for path in paths {
+        let bytes =
+            std::fs::read(path).map_err(|e| refuse(path, format!("cannot be read ({e})")))?;
+        let digest = crate::digest::sha256_hex(&bytes);
+        if let Some((_, first)) = seen.iter().find(|(d, _)| *d == digest) {
+            return Err(refuse(
+                path,
+                format!(
+                    "the same document as {} was given already: give each measurement once",
+                    first.display()
+                ),
+            ));
+        }
+        seen.push((digest, path));
+        out.push(one(path, &bytes, &wanted, catalog, profile)?);
+    }
+    Ok(out)
+}
+
+fn one(
+    path: &Path,
+    bytes: &[u8],
+    wanted: &str,
+    catalog: &Catalog,
+    profile: super::roofline::Profile,
+) -> Result<Measured> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| {
+        refuse(
+            path,
+            "is not JSON: give a document lab measure --model wrote",
+        )
+    })?;
+    let schema = value.get("schema").and_then(serde_json::Value::as_str);
+    match schema {
+        Some(MODEL_SCHEMA_ID) => {}
+        Some("iteragpu-lab/measurement/v1") => {
+            return Err(refuse(
+                path,
+                "is a synthetic lab measure document (no model): give one lab measure --model wrote",
+            ))
+        }
+        Some(other) => {
+            return Err(refuse(
+                path,
+                format!(
+                    "has schema '{}', not {MODEL_SCHEMA_ID}: give a document lab measure --model wrote",
+                    crate::text::excerpt(other)
+                ),
+            ))
+        }
+        None if value.get("gpus").is_some() && value.get("basis").is_some() => {
+            return Err(refuse(
+                path,
+                "is the comparison of lab measure --device (comparison.json): give one GPU's lab measure --model document",
+            ))
+        }
+        None => {
+            return Err(refuse(
+                path,
+                format!("has no schema (a comparison or another tool's file?), not {MODEL_SCHEMA_ID}: give a document lab measure --model wrote"),
+            ))
+        }
+    }
+    let doc: ModelDocument = serde_json::from_value(value).map_err(|e| {
+        refuse(
+            path,
+            format!("is an incomplete model measurement ({e}): measure again"),
+        )
+    })?;
+    model_run::check_rows(&doc).map_err(|e| {
+        refuse(
+            path,
+            format!("is from a failed or incomplete run ({e}): measure again"),
+        )
+    })?;
+    let w = &doc.workload;
+    if w.batch == 0
+        || w.input_tokens == 0
+        || w.output_tokens == 0
+        || Some(w.context) != w.input_tokens.checked_add(w.output_tokens)
+    {
+        return Err(refuse(
+            path,
+            "has a workload lab measure --model does not write (batch, tokens at least 1; context = input + output): measure again",
+        ));
+    }
+    if doc.model.config_sha256 != wanted {
+        return Err(refuse(
+            path,
+            format!(
+                "measures another model (config digest {}; the plan's config.json has {wanted}): give a measurement of this model",
+                crate::text::excerpt(&doc.model.config_sha256)
+            ),
+        ));
+    }
+    let name = &doc.environment.device_name;
+    let gpu = catalog_gpu(catalog, name).ok_or_else(|| {
+        refuse(
+            path,
+            format!(
+                "GPU model '{}' is not in the catalog (its GPUs: {})",
+                crate::text::one_line(name),
+                catalog.gpu_ids().join(", ")
+            ),
+        )
+    })?;
+    let decode_phase = match profile {
+        super::roofline::Profile::Eager => ModelPhase::Decode,
+        super::roofline::Profile::CudaGraphs => ModelPhase::GraphDecode,
+    };
+    let decode_s = median(&doc, decode_phase).ok_or_else(|| {
+        refuse(
+            path,
+            format!(
+                "has no {decode_phase} rows for --profile {}: measure with --graph, or plan with --profile eager",
+                profile.name()
+            ),
+        )
+    })?;
+    Ok(Measured {
+        file: path.display().to_string(),
+        gpu,
+        batch: w.batch,
+        input_tokens: w.input_tokens,
+        output_tokens: w.output_tokens,
+        dtype: w.dtype,
+        decode_s,
+        prefill_s: median(&doc, ModelPhase::WarmPrefill),
+    })
+}
+
+/// The catalog id whose model name, before its memory ("141 GB ..."), is the document's
+/// `device_name` once the memory and memory-type words PyTorch adds ("80GB", "HBM3") are
+/// dropped; `None` unless exactly one matches.
+pub fn catalog_gpu(catalog: &Catalog, device_name: &str) -> Option<String> {
+    let memory_word = |w: &str| {
+        let lower = w.to_ascii_lowercase();
+        lower.starts_with("hbm")
+            || lower
+                .strip_suffix("gb")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let device: Vec<String> = device_name
+        .split_whitespace()
+        .filter(|w| !memory_word(w))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let mut found: Vec<&str> = Vec::new();
+    for e in catalog.entries() {
+        let words: Vec<&str> = e.model.split_whitespace().collect();
+        let end = words
+            .iter()
+            .position(|w| w.bytes().all(|b| b.is_ascii_digit()))
+            .unwrap_or(words.len());
+        let prefix: Vec<String> = words[..end]
+            .iter()
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
+        if prefix == device && !found.contains(&e.gpu.as_str()) {
+            found.push(&e.gpu);
+        }
+    }
+    match found.as_slice() {
+        [one] => Some((*one).to_string()),
+        _ => None,
+    }
+}
+
+/// Median `gpu_seconds` (wall seconds where the row has none) of the rows of `phase`.
+fn median(doc: &ModelDocument, phase: ModelPhase) -> Option<Decimal> {
+    let mut v: Vec<Decimal> = doc
+        .phases
+        .iter()
+        .filter(|r| r.phase == phase)
+        .filter_map(|r| Decimal::try_from(r.gpu_seconds.unwrap_or(r.wall_seconds)).ok())
+        .collect();
+    median_of(&mut v)
+}
+
+/// The median (the mean of the two middle values for an even count).
+pub fn median_of(v: &mut [Decimal]) -> Option<Decimal> {
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / Decimal::TWO),
+    }
+}
+
+/// The ratio measured / expected, 4 decimals half-to-even.
+pub fn ratio(measured: Decimal, expected: Decimal) -> Option<Decimal> {
+    (expected > Decimal::ZERO).then(|| round(measured / expected, 4))
+}
+
+/// The label of a calibrated GPU's rows.
+pub fn label(files: &[String], decode: Decimal, prefill: Option<Decimal>) -> String {
+    let names = files
+        .iter()
+        .map(|f| {
+            Path::new(f)
+                .file_name()
+                .map_or_else(|| f.clone(), |n| n.to_string_lossy().into_owned())
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let median = if files.len() > 1 { "median " } else { "" };
+    match prefill {
+        Some(p) => format!(
+            "calibrated from your measurement ({names}, {median}ratio {} decode, {} prefill)",
+            round(decode, 2),
+            round(p, 2)
+        ),
+        None => format!(
+            "calibrated from your measurement ({names}, {median}ratio {} decode; prefill not measured)",
+            round(decode, 2)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_odd_and_even_counts() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        assert_eq!(median_of(&mut []), None);
+        assert_eq!(median_of(&mut [d("3"), d("1"), d("2")]), Some(d("2")));
+        assert_eq!(
+            median_of(&mut [d("4"), d("1"), d("2"), d("3")]),
+            Some(d("2.5"))
+        );
+    }
+
+    #[test]
+    fn torch_device_names_map_to_one_catalog_gpu() {
+        let c = Catalog::embedded().unwrap();
+        assert_eq!(catalog_gpu(&c, "NVIDIA H200").as_deref(), Some("h200"));
+        assert_eq!(catalog_gpu(&c, "NVIDIA B200").as_deref(), Some("b200"));
+        assert_eq!(catalog_gpu(&c, "NVIDIA L4").as_deref(), Some("l4"));
+        // Two catalog rows share "NVIDIA A100": ambiguous, refused.
+        assert_eq!(catalog_gpu(&c, "NVIDIA A100"), None);
+        assert_eq!(catalog_gpu(&c, "NVIDIA H20"), None);
+        assert_eq!(catalog_gpu(&c, "NVIDIA GeForce RTX 3090"), None);
+    }
+
+    #[test]
+    fn ratios_round_half_to_even_and_need_an_expected_time() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        assert_eq!(ratio(d("1"), d("3")), Some(d("0.3333")));
+        assert_eq!(ratio(d("0.000025"), d("0.0001")), Some(d("0.25")));
+        assert_eq!(ratio(d("1"), Decimal::ZERO), None);
+    }
+}
