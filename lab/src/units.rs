@@ -19,6 +19,14 @@ pub fn gib(bytes: impl Into<Decimal>, dp: u32) -> Decimal {
     in_unit(bytes.into(), GIB, dp)
 }
 
+/// `v` rounded half-to-even to `dp` decimal places, always shown with `dp` decimals (the one
+/// rounding rule of times, rates and ratios).
+pub fn round(v: Decimal, dp: u32) -> Decimal {
+    let mut r = v.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
+    r.rescale(dp);
+    r
+}
+
 fn in_unit(bytes: Decimal, unit: u64, dp: u32) -> Decimal {
     let mut value = (bytes / Decimal::from(unit))
         .round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);

@@ -9,10 +9,10 @@
 //! that GPU's expected decode and prefill times in every setup of the plan. Several
 //! documents for one GPU model: the median ratio per phase.
 
-use super::decision::round;
 use crate::catalog::Catalog;
 use crate::document::model_run::{self, ModelDocument, ModelPhase, MODEL_SCHEMA_ID};
 use crate::document::Dtype;
+use crate::units::round;
 use crate::{Error, Result};
 use rust_decimal::Decimal;
 use serde::Serialize;

@@ -43,7 +43,7 @@ use super::workload::{Method, Workload};
 use crate::catalog::Catalog;
 use crate::plan::packages::{self, Need};
 use crate::{Error, Result};
-use rust_decimal::{Decimal, RoundingStrategy};
+use rust_decimal::Decimal;
 use serde::Serialize;
 
 /// Expected model-FLOPs utilisation of a training step: assumed 0.40 (band 0.30–0.55), the
@@ -56,12 +56,8 @@ pub const MAX_LOTS: u64 = 1024;
 /// Seconds in an hour.
 const HOUR: u64 = 3600;
 
-/// Rounds half-to-even to `dp` places and keeps exactly `dp` digits.
-pub fn round(v: Decimal, dp: u32) -> Decimal {
-    let mut r = v.round_dp_with_strategy(dp, RoundingStrategy::MidpointNearestEven);
-    r.rescale(dp);
-    r
-}
+/// Rounds half-to-even to `dp` places and keeps exactly `dp` digits ([`crate::units::round`]).
+pub use crate::units::round;
 
 /// A duration for text, with its unit and a precision that keeps it meaningful, rounded
 /// half-to-even: under a minute in seconds to 3 significant digits (`0.0421 s`, `12.3 s`),
