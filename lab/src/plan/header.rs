@@ -10,7 +10,7 @@
 //! keys inside an entry are walked over (and checked for duplicates), as the reference
 //! library ignores them.
 
-use super::json::{self, Duplicates, Key, Kind, Skip};
+use super::json::{self, others_are, Duplicates, Key, Kind, Skip};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -639,31 +639,6 @@ impl<'de> Visitor<'de> for Whole<'_> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<u64>, A::Error> {
         self.0.visit_map(map).map(|_| None)
     }
-}
-
-/// Implements the visitor methods of a seed that reads one JSON type and walks over any
-/// other with `$skip`, answering `$wrong`.
-macro_rules! others_are {
-    ($wrong:expr) => {
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok($wrong)
-        }
-    };
 }
 
 /// The `dtype` value.

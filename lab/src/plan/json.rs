@@ -315,6 +315,33 @@ impl<'de> Visitor<'de> for Key {
     }
 }
 
+/// Implements the scalar visitor methods (boolean, integers, float, null) of a seed that
+/// reads one JSON type, each answering `$wrong`; the string, list and object methods stay the
+/// seed's own (a list or object is walked with [`Skip`] so duplicate keys are still refused).
+macro_rules! others_are {
+    ($wrong:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok($wrong)
+        }
+    };
+}
+pub(super) use others_are;
+
 #[cfg(test)]
 mod tests {
     use super::*;

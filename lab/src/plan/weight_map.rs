@@ -2,7 +2,7 @@
 //! file) straight into a list, every other key walked over, with the strict reader's rule
 //! that no object at any depth holds a key twice ([`super::json`]).
 
-use super::json::{self, Duplicates, Key, Skip};
+use super::json::{self, others_are, Duplicates, Key, Skip};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -44,25 +44,8 @@ impl<'de> Visitor<'de> for Top<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an index object")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    others_are!(None);
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
@@ -112,25 +95,8 @@ impl<'de> Visitor<'de> for Map<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    others_are!(None);
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
@@ -179,24 +145,7 @@ impl<'de> Visitor<'de> for File<'_> {
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
         Ok(Some(Cow::Owned(v.to_owned())))
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    others_are!(None);
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         self.0.visit_seq(seq).map(|_| None)
     }
