@@ -135,7 +135,7 @@ fn notes_with_gpu(
     };
     let device = m.document.environment.device_name.as_str();
     let model = catalog.find(input.gpu, input.days)?.model.clone();
-    let agree = super::rules::device_is(input.gpu, device);
+    let agree = crate::gpu_name::device_is_model(input.gpu, &model, device);
     match (agree, input.measured_on_other_gpu) {
         (true, false) => Ok(user),
         (false, true) => {
