@@ -97,7 +97,12 @@ fn a_revision_is_a_branch_ref_or_a_cached_commit() {
     let hub = root.path();
     let model = hub.join("models--meta-llama--Llama-3.1-8B");
     std::fs::write(model.join("refs/dev"), HASH_A).unwrap();
-    for rev in [HASH_A, "dev", "main"] {
+    // huggingface_hub writes a tag's commit to refs/<tag> and a pull request's to
+    // refs/pr/<n>, as it does a branch's.
+    std::fs::write(model.join("refs/v1.0"), HASH_A).unwrap();
+    std::fs::create_dir_all(model.join("refs/pr")).unwrap();
+    std::fs::write(model.join("refs/pr/1"), HASH_A).unwrap();
+    for rev in [HASH_A, "dev", "main", "v1.0", "pr/1"] {
         let v = plan(
             &[("HF_HUB_CACHE", hub)],
             &["meta-llama/Llama-3.1-8B", "--revision", rev],
@@ -128,7 +133,10 @@ fn a_revision_is_a_branch_ref_or_a_cached_commit() {
             &[("HF_HUB_CACHE", hub)],
             &["meta-llama/Llama-3.1-8B", "--revision", bad],
         )
-        .refused(2, "neither a 40-character commit hash nor a branch name");
+        .refused(
+            2,
+            "neither a 40-character commit hash nor a branch or tag name",
+        );
     }
     // --revision with a folder of this machine.
     let folder = crate::support::repo_root().join("examples/models/llama-3.1-8b");

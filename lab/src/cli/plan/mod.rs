@@ -60,8 +60,8 @@ pub struct Args {
     /// downloaded).
     #[arg(long, value_name = "PATH|ORG/NAME", allow_hyphen_values = true)]
     pub(super) model: PathBuf,
-    /// With --model ORG/NAME: the cached snapshot of this branch or commit hash (default
-    /// main).
+    /// With --model ORG/NAME: the cached snapshot of this branch, tag or commit hash
+    /// (default main).
     #[arg(long, value_name = "REV", allow_hyphen_values = true)]
     pub(super) revision: Option<String>,
     /// Sequences processed together (default 1; with a workload: the largest that fits).
