@@ -18,6 +18,7 @@
 //!   ([`crate::gpu_name::device_is_model`]),
 //!   checked by `lab record`, which has the document; a mismatch is recorded only with
 //!   `--measured-on-other-gpu`, as [`mismatch_note`] at the start of `notes`;
+//! - across rows: no `run_id` and no `measurement_sha256` twice ([`check_unique`]);
 //! - across columns: accepted results only on a `completed` run; a run whose observed value
 //!   does not meet its own threshold has no accepted result and is not `completed` (the
 //!   protocol's `rejected` is exactly "completed but below the threshold"), and a run that
@@ -126,6 +127,36 @@ pub fn parse_threshold(text: &str) -> Option<Threshold> {
         direction,
         value: parse_number(rest.trim())?,
     })
+}
+
+/// The rule across rows: a run is recorded once, so no two rows share a `run_id` (compared
+/// as written) or a `measurement_sha256` (compared without case). `rows` are each row's line,
+/// run id and digest, in file order.
+///
+/// # Errors
+/// [`Error::Usage`] naming the later line, the value and the earlier line.
+pub fn check_unique<'a>(
+    rows: impl IntoIterator<Item = (u64, &'a str, Option<&'a str>)>,
+) -> Result<()> {
+    let mut ids: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    let mut digests: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for (line, run_id, sha256) in rows {
+        if let Some(first) = ids.insert(run_id, line) {
+            return Err(Error::usage(format!(
+                "line {line}: run_id '{}' is already used on line {first}; a run is recorded once",
+                crate::text::excerpt(run_id)
+            )));
+        }
+        if let Some(d) = sha256.map(str::trim).filter(|d| !d.is_empty()) {
+            if let Some(first) = digests.insert(d.to_ascii_lowercase(), line) {
+                return Err(Error::usage(format!(
+                    "line {line}: measurement_sha256 {} is already recorded on line {first}; a run is recorded once",
+                    crate::text::excerpt(d)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks one row against every rule of the module documentation. `now` is the clock the
