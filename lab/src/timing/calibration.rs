@@ -64,7 +64,9 @@ fn refuse(file: &Path, why: impl std::fmt::Display) -> Error {
 /// under `profile`.
 ///
 /// # Errors
-/// [`Error::Usage`] (exit 2), naming the file: unreadable; not a `lab measure --model`
+/// [`Error::Runtime`] (exit 1) when a file cannot be read (missing, permissions);
+/// [`Error::Usage`] (exit 2), naming the file: not a regular file, larger than
+/// [`crate::document::MAX_DOCUMENT_BYTES`]; not a `lab measure --model`
 /// document (another schema, a synthetic `lab measure` document, a comparison); rows of a
 /// failed or incomplete run; another model (both digests named); a GPU model not in the
 /// catalog; no `graph_decode` rows under `--profile cuda-graphs`; the same document twice.
@@ -78,8 +80,21 @@ pub fn read(
     let mut seen: Vec<(String, &Path)> = Vec::new();
     let mut out = Vec::new();
     for path in paths {
-        let bytes =
-            std::fs::read(path).map_err(|e| refuse(path, format!("cannot be read ({e})")))?;
+        use crate::input::ReadFailure;
+        let cap = crate::document::MAX_DOCUMENT_BYTES;
+        let bytes = crate::input::file(path, cap).map_err(|failure| match failure {
+            ReadFailure::Io(e) => Error::runtime(format!(
+                "--calibration {}: cannot be read ({e})",
+                path.display()
+            )),
+            ReadFailure::NotAFile => {
+                refuse(path, "is not a file; give a lab measure --model document")
+            }
+            ReadFailure::TooLarge { bytes } => refuse(
+                path,
+                format!("is {bytes} bytes, more than a measurement document's {cap}"),
+            ),
+        })?;
         let digest = crate::digest::sha256_hex(&bytes);
         if let Some((_, first)) = seen.iter().find(|(d, _)| *d == digest) {
             return Err(refuse(

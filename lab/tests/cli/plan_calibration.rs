@@ -258,10 +258,7 @@ fn each_refusal_class_names_the_file() {
         (vec![s(&fp16)], "measured in float16 but the plan's weights are bfloat16".into()),
         (vec![b1.clone(), b1.clone()], "the same document as".into()),
         (vec![b1.clone(), s(&copy)], "the same document as".into()),
-        (
-            vec![s(&dir.path().join("missing.json"))],
-            "cannot be read".into(),
-        ),
+        (vec![s(dir.path())], "is not a file".into()),
     ];
     for (docs, needle) in &cases {
         let mut args = plan_args(&m, "10", &["--calibration"]);
@@ -336,4 +333,24 @@ fn runtime_device_names_find_their_catalog_gpu_and_other_boards_are_refused() {
         let args = plan_args(&m, "1", &["--calibration", &d]);
         usage_error(&args, &format!("GPU model '{name}' is not one catalog GPU"));
     }
+}
+
+/// The documents run up to the next flag (PROTOCOL §8: a flag never swallows the flags after
+/// it), and a file the system cannot read is an I/O failure, exit 1, as for `--tariffs`.
+#[test]
+fn the_documents_end_at_the_next_flag_and_an_unreadable_one_is_exit_1() {
+    let m = llama();
+    let doc = run2("lab-llama-b1.json");
+    let v = json(&plan_args(
+        &m,
+        "1",
+        &["--calibration", &doc, "--batch", "1", "--json"],
+    ));
+    assert_eq!(h200_row(&v)["calibration"]["decode_ratio"], "1.2590");
+    crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", "--json"]))
+        .refused(2, "--calibration");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json").display().to_string();
+    crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", &missing]))
+        .refused(1, "missing.json: cannot be read");
 }
