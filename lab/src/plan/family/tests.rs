@@ -1079,6 +1079,22 @@ fn mlx_packing_is_refused_by_name() {
     .unwrap();
     assert_eq!(named.quantization.as_deref(), Some("awq"));
     assert!(llama(r#","quantization":{"note":"none"}"#).is_ok());
+    assert!(llama(r#","quantization":null"#).is_ok());
+    // A packing block mlx-lm cannot write is refused by name, never planned as unquantized.
+    for bad in [
+        r#"{"bits":4,"group_size":0}"#,
+        r#"{"bits":0,"group_size":64}"#,
+        r#"{"bits":"x","group_size":64}"#,
+        r#"{"bits":4}"#,
+        r#"{"group_size":64,"bits":-4}"#,
+        r#"{"group_size":64.5,"bits":4}"#,
+    ] {
+        let e = llama(&format!(r#","quantization":{bad}"#)).unwrap_err();
+        assert!(
+            e.contains("\"quantization\" (mlx-lm's packing) must be an object with whole numbers"),
+            "{bad}: {e}"
+        );
+    }
 }
 
 /// Command R7B's layers as `Cohere2Config` derives them: three sliding, then one full, from
