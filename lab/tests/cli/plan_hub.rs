@@ -201,6 +201,21 @@ fn a_model_not_cached_names_where_it_looked_and_what_is_there() {
     );
     // Not an ORG/NAME and not here: still a missing path (exit 1), as before.
     plan(&[("HF_HUB_CACHE", root.path())], &["a/b/c"]).refused(1, "cannot read --model a/b/c");
+    // An ORG/NAME-shaped path through a file of this folder is that path, refused by the
+    // system (exit 1), never looked up in the cache.
+    let here = tempfile::tempdir().unwrap();
+    std::fs::write(here.path().join("notes"), "x").unwrap();
+    let out = crate::support::lab()
+        .current_dir(here.path())
+        .env("HF_HUB_CACHE", root.path())
+        .args(["plan", "--model", "notes/config.json"])
+        .output()
+        .unwrap();
+    crate::support::assert_refused(
+        &out,
+        1,
+        "cannot read --model notes/config.json: Not a directory",
+    );
 }
 
 #[test]

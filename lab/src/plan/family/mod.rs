@@ -455,6 +455,12 @@ pub fn read(config: &Value) -> Result<Architecture> {
     };
     let model_type = match top.get("model_type") {
         Some(Value::String(s)) => s,
+        Some(other) if !other.is_null() => {
+            return Err(Error::usage(format!(
+                "config.json: \"model_type\" must be a string such as \"llama\", found {}",
+                crate::text::excerpt(&other.to_string())
+            )))
+        }
         _ => {
             return Err(Error::usage(format!(
                 "config.json has no \"model_type\": cannot tell the architecture (supported: {})",

@@ -338,6 +338,22 @@ fn the_supported_list_and_refusals_come_from_the_enum() {
     );
     let missing = refusal(r#"{"hidden_size":1}"#);
     assert!(missing.contains("has no \"model_type\""), "{missing}");
+    assert!(refusal(r#"{"model_type":null}"#).contains("has no \"model_type\""));
+    for (wrong, shown) in [
+        ("0", "0"),
+        ("true", "true"),
+        ("[]", "[]"),
+        ("{}", "{}"),
+        ("1.5", "1.5"),
+    ] {
+        let e = refusal(&format!(r#"{{"model_type":{wrong}}}"#));
+        assert!(
+            e.contains(&format!(
+                "\"model_type\" must be a string such as \"llama\", found {shown}"
+            )),
+            "{wrong}: {e}"
+        );
+    }
     let e = refusal(
         r#"{"model_type":"mixtral","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
 "num_attention_heads":4,"num_key_value_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
