@@ -149,14 +149,14 @@ fn notes_with_gpu(
             "{} was measured on {}, not on the package's {} ({model}); record it against the \
              package of that GPU, or give --measured-on-other-gpu to record the mismatch",
             m.path.display(),
-            crate::text::one_line(device),
+            crate::text::ascii(device),
             input.gpu
         ))),
         (true, true) => Err(Error::usage(format!(
             "--measured-on-other-gpu, but {} was measured on {}, the package's {}: leave the \
              flag out",
             m.path.display(),
-            crate::text::one_line(device),
+            crate::text::ascii(device),
             input.gpu
         ))),
     }

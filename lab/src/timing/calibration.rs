@@ -193,7 +193,7 @@ fn one(
             path,
             format!(
                 "GPU model '{}' is not one catalog GPU (its GPUs: {}; a PCIe or NVL board is not its SXM namesake)",
-                crate::text::one_line(name),
+                crate::text::ascii(name),
                 catalog.gpu_ids().join(", ")
             ),
         )

@@ -321,6 +321,15 @@ fn runtime_device_names_find_their_catalog_gpu_and_other_boards_are_refused() {
             "{name}: {v}"
         );
     }
+    // A look-alike (Cyrillic Н) is no H200 and is shown escaped, never as the name it imitates.
+    let doc = edited(dir.path(), "cyrillic.json", |v| {
+        v["environment"]["device_name"] = Value::from("NVIDIA \u{41d}200");
+    });
+    let d = doc.display().to_string();
+    usage_error(
+        &plan_args(&m, "1", &["--calibration", &d]),
+        r"GPU model 'NVIDIA \u{41d}200' is not one catalog GPU",
+    );
     for name in [
         "NVIDIA H100 PCIe",
         "NVIDIA H100 NVL",
