@@ -46,6 +46,7 @@ pub mod environment;
 pub mod error;
 pub mod estimate;
 pub mod fleet;
+pub mod gpu_name;
 pub mod input;
 pub mod kit;
 pub mod measure;

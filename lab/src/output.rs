@@ -2,12 +2,20 @@
 //! summary goes to a name that must not exist yet, and is written atomically so that no reader
 //! ever sees half a file.
 //!
-//! How: the bytes go to a temporary file in the destination folder (the `tempfile` crate),
-//! flushed to disk, then moved to the final name only if that name is still free (`renameat2`
-//! with `RENAME_NOREPLACE`, else a hard link; `tempfile::NamedTempFile::persist_noclobber`).
-//! The temporary file is removed on every failure.
+//! How, on Linux: the bytes go to a file without a name in the destination folder
+//! (`open(2)` with `O_TMPFILE`), flushed to disk, then given the final name only if that name
+//! is still free (`linkat(2)` of `/proc/self/fd/N` with `AT_SYMLINK_FOLLOW`, which fails with
+//! `EEXIST` rather than replace anything; `open(2)`'s manual shows this use). A process killed
+//! at any moment leaves either nothing or the whole file: an unnamed file is freed by the
+//! kernel when its process ends.
 //!
-//! Temporary files are named `.lab-<pid>-<random>.tmp` ([`TEMP_PREFIX`]). A process killed
+//! Where the folder's file system has no `O_TMPFILE` (or `/proc` is not mounted), and on other
+//! systems: a named temporary file in the destination folder (the `tempfile` crate), flushed,
+//! then moved to the final name only if that name is still free (`renameat2` with
+//! `RENAME_NOREPLACE`, else a hard link; `tempfile::NamedTempFile::persist_noclobber`). The
+//! temporary file is removed on every failure.
+//!
+//! Those temporary files are named `.lab-<pid>-<random>.tmp` ([`TEMP_PREFIX`]). A process killed
 //! between creating one and moving it leaves it behind; the next [`write_new`] into the same
 //! folder removes such files whose process no longer runs (known on Linux through `/proc`) or
 //! that are older than [`STALE_AFTER`], and the older `.lab-<random>.tmp` names of earlier
@@ -93,6 +101,13 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
             path.display()
         ))
     };
+    #[cfg(target_os = "linux")]
+    match unnamed::write(path, bytes) {
+        unnamed::Outcome::Written => return Ok(()),
+        unnamed::Outcome::Exists => return Err(appeared()),
+        unnamed::Outcome::Failed(e) => return Err(fail(e)),
+        unnamed::Outcome::Unsupported => {}
+    }
     let mut builder = tempfile::Builder::new();
     let prefix = format!("{TEMP_PREFIX}{}-", std::process::id());
     builder.prefix(&prefix).suffix(".tmp");
@@ -117,6 +132,55 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
                 return Err(appeared());
             }
             e.file.persist(path).map(drop).map_err(|e| fail(e.error))
+        }
+    }
+}
+
+/// The Linux path of [`write_new`]: a file with no name until it is complete.
+#[cfg(target_os = "linux")]
+mod unnamed {
+    use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+    use rustix::io::Errno;
+    use std::io::Write as _;
+    use std::os::fd::AsRawFd as _;
+    use std::path::Path;
+
+    /// What [`write`] did.
+    pub(super) enum Outcome {
+        /// The file is at its name, complete and flushed.
+        Written,
+        /// The name was taken when the file was to get it; nothing was written there.
+        Exists,
+        /// Writing or flushing failed; nothing was left behind.
+        Failed(std::io::Error),
+        /// No unnamed file here (file system without `O_TMPFILE`, no `/proc`): use the named
+        /// temporary file instead. Nothing was left behind.
+        Unsupported,
+    }
+
+    pub(super) fn write(path: &Path, bytes: &[u8]) -> Outcome {
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        // The kernel applies the umask: 0o666 & !umask, as for a shell redirection.
+        let fd = match rustix::fs::openat(CWD, super::folder(path), flags, Mode::from(0o666)) {
+            Ok(fd) => fd,
+            Err(_) => return Outcome::Unsupported,
+        };
+        let mut file = std::fs::File::from(fd);
+        // Leftovers of the named path (another file system's run, an earlier release).
+        super::remove_stale_temporaries(&super::folder(path), &file);
+        if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_all()) {
+            return Outcome::Failed(e);
+        }
+        let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        match rustix::fs::linkat(CWD, proc_path.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW) {
+            Ok(()) => Outcome::Written,
+            Err(Errno::EXIST) => Outcome::Exists,
+            // No /proc, or a file system that cannot link this inode: the named path, which
+            // writes the bytes again.
+            Err(Errno::NOENT | Errno::XDEV | Errno::PERM | Errno::OPNOTSUPP) => {
+                Outcome::Unsupported
+            }
+            Err(e) => Outcome::Failed(e.into()),
         }
     }
 }
@@ -225,6 +289,34 @@ fn folder(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On Linux the file has no name until it is complete (`O_TMPFILE`; tmpfs and ext4 have
+    /// it), it never replaces a name that appeared, and it gets the umask's mode.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn on_linux_the_file_is_unnamed_until_complete() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        assert!(matches!(
+            unnamed::write(&path, b"one"),
+            unnamed::Outcome::Written
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), b"one");
+        assert!(matches!(
+            unnamed::write(&path, b"two"),
+            unnamed::Outcome::Exists
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), b"one");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o600, 0o600, "{mode:o}");
+        assert_eq!(mode & 0o111, 0, "{mode:o}");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.json"]);
+    }
 
     #[test]
     fn writes_a_new_file_and_leaves_no_temporary() {

@@ -141,6 +141,11 @@ pub fn parse_grid(
         crate::record::rules::check_row(&row, catalog, now).map_err(at)?;
         rows.push((line, row));
     }
+    crate::record::rules::check_unique(
+        rows.iter()
+            .map(|(line, r)| (*line, r.run_id.as_str(), r.measurement_sha256.as_deref())),
+    )
+    .map_err(|e| Error::usage(format!("{name}: {e}")))?;
     Ok(rows)
 }
 

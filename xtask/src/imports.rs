@@ -31,7 +31,7 @@ pub const FLOORS: &[(&str, &[&str])] = &[
             "lab::device",
         ],
     ),
-    ("data", &["lab::catalog", "lab::document"]),
+    ("data", &["lab::catalog", "lab::gpu_name", "lab::document"]),
     (
         "arithmetic",
         &[

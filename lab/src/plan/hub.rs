@@ -6,8 +6,8 @@
 //! `~/.cache/huggingface/hub` (a variable set to the empty string counts as not set; a
 //! leading `~/` is the home folder, as the library's `expanduser`). A model is the folder
 //! `models--ORG--NAME`, its files under `snapshots/<commit>/` (links into `blobs/`), the
-//! commit of a branch in `refs/<branch>` (`main` by default, `--revision` for another
-//! branch or a commit hash itself).
+//! commit of a branch or tag in `refs/<name>` (`main` by default, `--revision` for another
+//! branch, a tag, a pull request `pr/N`, or a commit hash itself).
 //!
 //! Nothing personal is printed: paths are shown relative to the cache root, the root itself
 //! by the variable it came from (`$HF_HOME/hub`).
@@ -113,7 +113,7 @@ pub fn resolve(root: &Path, where_: &str, repo: &str, revision: Option<&str>) ->
     } else {
         if !is_ref_name(revision) {
             return Err(Error::usage(format!(
-                "--revision '{}' is neither a 40-character commit hash nor a branch name",
+                "--revision '{}' is neither a 40-character commit hash nor a branch or tag name",
                 crate::text::excerpt(revision)
             )));
         }

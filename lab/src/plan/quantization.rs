@@ -235,10 +235,10 @@ pub fn fp8(config: &Value) -> Result<Option<Fp8>> {
                 (Some(r), Some(c)) => Some((r, c)),
                 _ => None,
             }
-            .ok_or_else(|| bad_block(&b[..]))
+            .ok_or_else(|| bad_block(&Value::Array(b.clone())))
             .map(Some)?
         }
-        Some(other) => return Err(bad_block(std::slice::from_ref(other))),
+        Some(other) => return Err(bad_block(other)),
     };
     let text = |key: &str| match q.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -259,10 +259,12 @@ pub fn fp8(config: &Value) -> Result<Option<Fp8>> {
     }))
 }
 
-fn bad_block(found: &[Value]) -> Error {
+/// The refusal of a `weight_block_size` that is not two whole numbers; `found` is the value
+/// as the config holds it.
+fn bad_block(found: &Value) -> Error {
     Error::usage(format!(
         "config.json: \"weight_block_size\" in quantization_config must be two whole numbers such as [128, 128], found {}",
-        crate::text::excerpt(&Value::Array(found.to_vec()).to_string())
+        crate::text::excerpt(&found.to_string())
     ))
 }
 

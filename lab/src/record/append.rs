@@ -135,7 +135,7 @@ fn notes_with_gpu(
     };
     let device = m.document.environment.device_name.as_str();
     let model = catalog.find(input.gpu, input.days)?.model.clone();
-    let agree = super::rules::device_is(input.gpu, device);
+    let agree = crate::gpu_name::device_is_model(input.gpu, &model, device);
     match (agree, input.measured_on_other_gpu) {
         (true, false) => Ok(user),
         (false, true) => {
@@ -149,14 +149,14 @@ fn notes_with_gpu(
             "{} was measured on {}, not on the package's {} ({model}); record it against the \
              package of that GPU, or give --measured-on-other-gpu to record the mismatch",
             m.path.display(),
-            crate::text::one_line(device),
+            crate::text::ascii(device),
             input.gpu
         ))),
         (true, true) => Err(Error::usage(format!(
             "--measured-on-other-gpu, but {} was measured on {}, the package's {}: leave the \
              flag out",
             m.path.display(),
-            crate::text::one_line(device),
+            crate::text::ascii(device),
             input.gpu
         ))),
     }

@@ -185,6 +185,13 @@ pub(super) fn check_grid(grid: &Path, bytes: &[u8]) -> Result<GridState> {
         }
         rows.push((line, record));
     }
+    let column = |n: &str| GridState::column(n);
+    let (id, sha) = (column("run_id"), column("measurement_sha256"));
+    super::rules::check_unique(
+        rows.iter()
+            .map(|(line, r)| (*line, r.get(id).unwrap_or_default(), r.get(sha))),
+    )
+    .map_err(|e| Error::usage(format!("{name}: {e}; fix the grid by hand first")))?;
     let lines = text.lines().count() as u64;
     Ok(GridState { rows, lines, crlf })
 }

@@ -14,9 +14,11 @@
 //!   allowed around the number), at most [`MAX_NUMBER_CHARS`] characters;
 //! - `observed`: a number (`0.95`, `-1e5`), at most [`MAX_NUMBER_CHARS`] characters;
 //! - `outcome`: one of [`super::OUTCOMES`];
-//! - the measurement's GPU (the document's `device_name`) is the package's ([`device_is`]),
+//! - the measurement's GPU (the document's `device_name`) is the package's
+//!   ([`crate::gpu_name::device_is_model`]),
 //!   checked by `lab record`, which has the document; a mismatch is recorded only with
 //!   `--measured-on-other-gpu`, as [`mismatch_note`] at the start of `notes`;
+//! - across rows: no `run_id` and no `measurement_sha256` twice ([`check_unique`]);
 //! - across columns: accepted results only on a `completed` run; a run whose observed value
 //!   does not meet its own threshold has no accepted result and is not `completed` (the
 //!   protocol's `rejected` is exactly "completed but below the threshold"), and a run that
@@ -125,6 +127,36 @@ pub fn parse_threshold(text: &str) -> Option<Threshold> {
         direction,
         value: parse_number(rest.trim())?,
     })
+}
+
+/// The rule across rows: a run is recorded once, so no two rows share a `run_id` (compared
+/// as written) or a `measurement_sha256` (compared without case). `rows` are each row's line,
+/// run id and digest, in file order.
+///
+/// # Errors
+/// [`Error::Usage`] naming the later line, the value and the earlier line.
+pub fn check_unique<'a>(
+    rows: impl IntoIterator<Item = (u64, &'a str, Option<&'a str>)>,
+) -> Result<()> {
+    let mut ids: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    let mut digests: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for (line, run_id, sha256) in rows {
+        if let Some(first) = ids.insert(run_id, line) {
+            return Err(Error::usage(format!(
+                "line {line}: run_id '{}' is already used on line {first}; a run is recorded once",
+                crate::text::excerpt(run_id)
+            )));
+        }
+        if let Some(d) = sha256.map(str::trim).filter(|d| !d.is_empty()) {
+            if let Some(first) = digests.insert(d.to_ascii_lowercase(), line) {
+                return Err(Error::usage(format!(
+                    "line {line}: measurement_sha256 {} is already recorded on line {first}; a run is recorded once",
+                    crate::text::excerpt(d)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks one row against every rule of the module documentation. `now` is the clock the
@@ -272,59 +304,11 @@ pub fn check_date_bounds(date: &str, now: time::OffsetDateTime) -> Result<()> {
     super::check_not_in_future(date, now)
 }
 
-/// The words of a catalog GPU id that the name a runtime reports for that GPU holds, e.g.
-/// `h100` in "NVIDIA H100 80GB HBM3", `rtx` `6000` `ada` in "NVIDIA RTX 6000 Ada Generation".
-/// Names as `torch.cuda.get_device_name` and `nvidia-smi` print them (seen in the threads
-/// cited in `data/gpu-memory.csv`: "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
-/// "NVIDIA GeForce RTX 4090", "NVIDIA B200", "AMD Instinct MI300X"; the H200 in
-/// `examples/h200/`: "NVIDIA H200").
-const DEVICE_WORDS: [(&str, &[&str]); 15] = [
-    ("t4", &["t4"]),
-    ("l4", &["l4"]),
-    ("a10", &["a10"]),
-    ("rtx4090", &["rtx", "4090"]),
-    ("rtx5090", &["rtx", "5090"]),
-    ("rtx6000ada", &["rtx", "6000", "ada"]),
-    ("l40s", &["l40s"]),
-    ("rtxpro6000", &["rtx", "pro", "6000"]),
-    ("a100-40gb", &["a100", "40gb"]),
-    ("a100-80gb", &["a100", "80gb"]),
-    ("h100", &["h100"]),
-    ("h200", &["h200"]),
-    ("b200", &["b200"]),
-    ("mi300x", &["mi300x"]),
-    ("mi325x", &["mi325x"]),
-];
-
 /// The note that starts a row's `notes` when its measurement was taken on another GPU than
 /// its package's (`lab record --measured-on-other-gpu`), e.g. `measured on NVIDIA H200, not
 /// on the package's GPU b200 (NVIDIA B200 180 GB)`.
 pub fn mismatch_note(device_name: &str, gpu: &str, model: &str) -> String {
     format!("measured on {device_name}, not on the package's GPU {gpu} ({model})")
-}
-
-/// Whether a device named `device_name` (as a measurement document records it) is a GPU of
-/// the catalog id `gpu`: every word of the id ([`DEVICE_WORDS`]; for an id not listed there,
-/// its own `-`-separated parts) is a word of the name, compared without case. "NVIDIA L40S" is
-/// not an `l4`, "NVIDIA A100-SXM4-80GB" not an `a10` nor an `a100-40gb`.
-pub fn device_is(gpu: &str, device_name: &str) -> bool {
-    let name: Vec<String> = device_name
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect();
-    let own: Vec<&str>;
-    let words: &[&str] = match DEVICE_WORDS.iter().find(|(id, _)| *id == gpu) {
-        Some((_, words)) => words,
-        None => {
-            own = gpu.split('-').filter(|w| !w.is_empty()).collect();
-            &own
-        }
-    };
-    !words.is_empty()
-        && words
-            .iter()
-            .all(|w| name.iter().any(|n| n.eq_ignore_ascii_case(w)))
 }
 
 #[cfg(test)]
@@ -524,42 +508,5 @@ mod tests {
                 "{threshold} {meets}"
             );
         }
-    }
-
-    #[test]
-    fn device_names_match_their_catalog_id_only() {
-        let names = [
-            ("t4", "Tesla T4"),
-            ("l4", "NVIDIA L4"),
-            ("a10", "NVIDIA A10"),
-            ("rtx4090", "NVIDIA GeForce RTX 4090"),
-            ("rtx5090", "NVIDIA GeForce RTX 5090"),
-            ("rtx6000ada", "NVIDIA RTX 6000 Ada Generation"),
-            ("l40s", "NVIDIA L40S"),
-            (
-                "rtxpro6000",
-                "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-            ),
-            ("a100-40gb", "NVIDIA A100-SXM4-40GB"),
-            ("a100-80gb", "NVIDIA A100-SXM4-80GB"),
-            ("h100", "NVIDIA H100 80GB HBM3"),
-            ("h200", "NVIDIA H200"),
-            ("b200", "NVIDIA B200"),
-            ("mi300x", "AMD Instinct MI300X"),
-            ("mi325x", "AMD Instinct MI325X"),
-        ];
-        let catalog = Catalog::embedded().unwrap();
-        assert_eq!(
-            catalog.gpu_ids(),
-            names.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-            "one name per catalog GPU"
-        );
-        for (id, _) in names {
-            for (other, name) in names {
-                assert_eq!(device_is(id, name), id == other, "{id} vs {name}");
-            }
-        }
-        assert!(!device_is("h200", ""));
-        assert!(device_is("x-9", "Vendor X 9"));
     }
 }

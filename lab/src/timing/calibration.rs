@@ -64,7 +64,9 @@ fn refuse(file: &Path, why: impl std::fmt::Display) -> Error {
 /// under `profile`.
 ///
 /// # Errors
-/// [`Error::Usage`] (exit 2), naming the file: unreadable; not a `lab measure --model`
+/// [`Error::Runtime`] (exit 1) when a file cannot be read (missing, permissions);
+/// [`Error::Usage`] (exit 2), naming the file: not a regular file, larger than
+/// [`crate::document::MAX_DOCUMENT_BYTES`]; not a `lab measure --model`
 /// document (another schema, a synthetic `lab measure` document, a comparison); rows of a
 /// failed or incomplete run; another model (both digests named); a GPU model not in the
 /// catalog; no `graph_decode` rows under `--profile cuda-graphs`; the same document twice.
@@ -78,8 +80,21 @@ pub fn read(
     let mut seen: Vec<(String, &Path)> = Vec::new();
     let mut out = Vec::new();
     for path in paths {
-        let bytes =
-            std::fs::read(path).map_err(|e| refuse(path, format!("cannot be read ({e})")))?;
+        use crate::input::ReadFailure;
+        let cap = crate::document::MAX_DOCUMENT_BYTES;
+        let bytes = crate::input::file(path, cap).map_err(|failure| match failure {
+            ReadFailure::Io(e) => Error::runtime(format!(
+                "--calibration {}: cannot be read ({e})",
+                path.display()
+            )),
+            ReadFailure::NotAFile => {
+                refuse(path, "is not a file; give a lab measure --model document")
+            }
+            ReadFailure::TooLarge { bytes } => refuse(
+                path,
+                format!("is {bytes} bytes, more than a measurement document's {cap}"),
+            ),
+        })?;
         let digest = crate::digest::sha256_hex(&bytes);
         if let Some((_, first)) = seen.iter().find(|(d, _)| *d == digest) {
             return Err(refuse(
@@ -173,12 +188,12 @@ fn one(
         ));
     }
     let name = &doc.environment.device_name;
-    let gpu = catalog_gpu(catalog, name).ok_or_else(|| {
+    let gpu = crate::gpu_name::catalog_gpu(catalog, name).ok_or_else(|| {
         refuse(
             path,
             format!(
-                "GPU model '{}' is not in the catalog (its GPUs: {})",
-                crate::text::one_line(name),
+                "GPU model '{}' is not one catalog GPU (its GPUs: {}; a PCIe or NVL board is not its SXM namesake)",
+                crate::text::ascii(name),
                 catalog.gpu_ids().join(", ")
             ),
         )
@@ -206,43 +221,6 @@ fn one(
         decode_s,
         prefill_s: median(&doc, ModelPhase::WarmPrefill),
     })
-}
-
-/// The catalog id whose model name, before its memory ("141 GB ..."), is the document's
-/// `device_name` once the memory and memory-type words PyTorch adds ("80GB", "HBM3") are
-/// dropped; `None` unless exactly one matches.
-pub fn catalog_gpu(catalog: &Catalog, device_name: &str) -> Option<String> {
-    let memory_word = |w: &str| {
-        let lower = w.to_ascii_lowercase();
-        lower.starts_with("hbm")
-            || lower
-                .strip_suffix("gb")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let device: Vec<String> = device_name
-        .split_whitespace()
-        .filter(|w| !memory_word(w))
-        .map(str::to_ascii_lowercase)
-        .collect();
-    let mut found: Vec<&str> = Vec::new();
-    for e in catalog.entries() {
-        let words: Vec<&str> = e.model.split_whitespace().collect();
-        let end = words
-            .iter()
-            .position(|w| w.bytes().all(|b| b.is_ascii_digit()))
-            .unwrap_or(words.len());
-        let prefix: Vec<String> = words[..end]
-            .iter()
-            .map(|w| w.to_ascii_lowercase())
-            .collect();
-        if prefix == device && !found.contains(&e.gpu.as_str()) {
-            found.push(&e.gpu);
-        }
-    }
-    match found.as_slice() {
-        [one] => Some((*one).to_string()),
-        _ => None,
-    }
 }
 
 /// Median `gpu_seconds` (wall seconds where the row has none) of the rows of `phase`.
@@ -310,18 +288,6 @@ mod tests {
             median_of(&mut [d("4"), d("1"), d("2"), d("3")]),
             Some(d("2.5"))
         );
-    }
-
-    #[test]
-    fn torch_device_names_map_to_one_catalog_gpu() {
-        let c = Catalog::embedded().unwrap();
-        assert_eq!(catalog_gpu(&c, "NVIDIA H200").as_deref(), Some("h200"));
-        assert_eq!(catalog_gpu(&c, "NVIDIA B200").as_deref(), Some("b200"));
-        assert_eq!(catalog_gpu(&c, "NVIDIA L4").as_deref(), Some("l4"));
-        // Two catalog rows share "NVIDIA A100": ambiguous, refused.
-        assert_eq!(catalog_gpu(&c, "NVIDIA A100"), None);
-        assert_eq!(catalog_gpu(&c, "NVIDIA H20"), None);
-        assert_eq!(catalog_gpu(&c, "NVIDIA GeForce RTX 3090"), None);
     }
 
     #[test]

@@ -254,14 +254,11 @@ fn each_refusal_class_names_the_file() {
             vec![mistral.clone()],
             "config digest 6206cc248c1566bb6b1f1f21ea5d00fb53718ebe9f013ab77404561bdbd78865".into(),
         ),
-        (vec![s(&other_gpu)], "GPU model 'NVIDIA H20' is not in the catalog".into()),
+        (vec![s(&other_gpu)], "GPU model 'NVIDIA H20' is not one catalog GPU".into()),
         (vec![s(&fp16)], "measured in float16 but the plan's weights are bfloat16".into()),
         (vec![b1.clone(), b1.clone()], "the same document as".into()),
         (vec![b1.clone(), s(&copy)], "the same document as".into()),
-        (
-            vec![s(&dir.path().join("missing.json"))],
-            "cannot be read".into(),
-        ),
+        (vec![s(dir.path())], "is not a file".into()),
     ];
     for (docs, needle) in &cases {
         let mut args = plan_args(&m, "10", &["--calibration"]);
@@ -289,4 +286,80 @@ fn each_refusal_class_names_the_file() {
         ],
         "give an inference workload",
     );
+}
+
+#[test]
+fn runtime_device_names_find_their_catalog_gpu_and_other_boards_are_refused() {
+    // The names runtimes print (`gpu_name.rs`): an A100's carries its board and memory, a
+    // T4's says "Tesla"; each calibrates its own catalog GPU. A PCIe or NVL board is not the
+    // catalog's SXM GPU of the same name.
+    let dir = tempfile::tempdir().unwrap();
+    let m = llama();
+    for (name, gpu) in [
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA RTX 6000 Ada Generation", "rtx6000ada"),
+        ("Tesla T4", "t4"),
+    ] {
+        let doc = edited(dir.path(), &format!("{gpu}.json"), |v| {
+            v["environment"]["device_name"] = Value::from(name);
+        });
+        let d = doc.display().to_string();
+        let mut args = plan_args(&m, "1", &["--batch", "1", "--json", "--calibration", &d]);
+        args[10] = gpu;
+        let out = lab().args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v["time"]["rows"].as_array().unwrap();
+        assert!(
+            rows.iter().any(|r| r["calibration"]["gpu"] == gpu),
+            "{name}: {v}"
+        );
+    }
+    // A look-alike (Cyrillic Н) is no H200 and is shown escaped, never as the name it imitates.
+    let doc = edited(dir.path(), "cyrillic.json", |v| {
+        v["environment"]["device_name"] = Value::from("NVIDIA \u{41d}200");
+    });
+    let d = doc.display().to_string();
+    usage_error(
+        &plan_args(&m, "1", &["--calibration", &d]),
+        r"GPU model 'NVIDIA \u{41d}200' is not one catalog GPU",
+    );
+    for name in [
+        "NVIDIA H100 PCIe",
+        "NVIDIA H100 NVL",
+        "NVIDIA A100 80GB PCIe",
+    ] {
+        let doc = edited(dir.path(), "board.json", |v| {
+            v["environment"]["device_name"] = Value::from(name);
+        });
+        let d = doc.display().to_string();
+        let args = plan_args(&m, "1", &["--calibration", &d]);
+        usage_error(&args, &format!("GPU model '{name}' is not one catalog GPU"));
+    }
+}
+
+/// The documents run up to the next flag (PROTOCOL §8: a flag never swallows the flags after
+/// it), and a file the system cannot read is an I/O failure, exit 1, as for `--tariffs`.
+#[test]
+fn the_documents_end_at_the_next_flag_and_an_unreadable_one_is_exit_1() {
+    let m = llama();
+    let doc = run2("lab-llama-b1.json");
+    let v = json(&plan_args(
+        &m,
+        "1",
+        &["--calibration", &doc, "--batch", "1", "--json"],
+    ));
+    assert_eq!(h200_row(&v)["calibration"]["decode_ratio"], "1.2590");
+    crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", "--json"]))
+        .refused(2, "--calibration");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json").display().to_string();
+    crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", &missing]))
+        .refused(1, "missing.json: cannot be read");
 }

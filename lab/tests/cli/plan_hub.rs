@@ -97,7 +97,12 @@ fn a_revision_is_a_branch_ref_or_a_cached_commit() {
     let hub = root.path();
     let model = hub.join("models--meta-llama--Llama-3.1-8B");
     std::fs::write(model.join("refs/dev"), HASH_A).unwrap();
-    for rev in [HASH_A, "dev", "main"] {
+    // huggingface_hub writes a tag's commit to refs/<tag> and a pull request's to
+    // refs/pr/<n>, as it does a branch's.
+    std::fs::write(model.join("refs/v1.0"), HASH_A).unwrap();
+    std::fs::create_dir_all(model.join("refs/pr")).unwrap();
+    std::fs::write(model.join("refs/pr/1"), HASH_A).unwrap();
+    for rev in [HASH_A, "dev", "main", "v1.0", "pr/1"] {
         let v = plan(
             &[("HF_HUB_CACHE", hub)],
             &["meta-llama/Llama-3.1-8B", "--revision", rev],
@@ -128,7 +133,10 @@ fn a_revision_is_a_branch_ref_or_a_cached_commit() {
             &[("HF_HUB_CACHE", hub)],
             &["meta-llama/Llama-3.1-8B", "--revision", bad],
         )
-        .refused(2, "neither a 40-character commit hash nor a branch name");
+        .refused(
+            2,
+            "neither a 40-character commit hash nor a branch or tag name",
+        );
     }
     // --revision with a folder of this machine.
     let folder = crate::support::repo_root().join("examples/models/llama-3.1-8b");
@@ -193,6 +201,21 @@ fn a_model_not_cached_names_where_it_looked_and_what_is_there() {
     );
     // Not an ORG/NAME and not here: still a missing path (exit 1), as before.
     plan(&[("HF_HUB_CACHE", root.path())], &["a/b/c"]).refused(1, "cannot read --model a/b/c");
+    // An ORG/NAME-shaped path through a file of this folder is that path, refused by the
+    // system (exit 1), never looked up in the cache.
+    let here = tempfile::tempdir().unwrap();
+    std::fs::write(here.path().join("notes"), "x").unwrap();
+    let out = crate::support::lab()
+        .current_dir(here.path())
+        .env("HF_HUB_CACHE", root.path())
+        .args(["plan", "--model", "notes/config.json"])
+        .output()
+        .unwrap();
+    crate::support::assert_refused(
+        &out,
+        1,
+        "cannot read --model notes/config.json: Not a directory",
+    );
 }
 
 #[test]

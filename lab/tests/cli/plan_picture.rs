@@ -269,3 +269,50 @@ fn picture_paths_follow_the_output_rules() {
     usage_error(&good, "already exists");
     assert_eq!(std::fs::read_to_string(&new_svg).unwrap(), svg);
 }
+
+/// `kill -9` at moments spread over a whole run, the write included: the folder then holds
+/// nothing or the whole picture, never a part of it nor a temporary file (on Linux the file
+/// has no name until it is complete; `output.rs`).
+#[test]
+fn a_kill_at_any_moment_leaves_the_whole_picture_or_nothing() {
+    let m = model("llama-3.1-8b");
+    let mut args = vec!["plan", "--model", m.as_str()];
+    args.extend(SERVE);
+    let dir = tempfile::tempdir().unwrap();
+    // How long a whole run takes here, to spread the kills over it.
+    let full = dir.path().join("full.svg");
+    let started = std::time::Instant::now();
+    let out = lab().args(&args).arg("--svg").arg(&full).output().unwrap();
+    assert!(out.status.success());
+    let whole = std::fs::read(&full).unwrap();
+    let span = started.elapsed().as_micros().max(1) as u64;
+    for i in 0..5u64 {
+        let run = dir.path().join(format!("run{i}"));
+        std::fs::create_dir(&run).unwrap();
+        let target = run.join("plan.svg");
+        let mut child = std::process::Command::new(crate::support::lab_path())
+            .args(&args)
+            .arg("--svg")
+            .arg(&target)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // From early to a little past the end, denser near the end where the write is.
+        let at = span * (70 + 10 * i) / 100;
+        std::thread::sleep(std::time::Duration::from_micros(at));
+        let _ = child.kill();
+        let _ = child.wait();
+        let names: Vec<String> = std::fs::read_dir(&run)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        match names.as_slice() {
+            [] => {}
+            [one] if one == "plan.svg" => {
+                assert_eq!(std::fs::read(&target).unwrap(), whole, "kill {i}: a part")
+            }
+            other => panic!("kill {i} at {at} µs left {other:?}"),
+        }
+    }
+}

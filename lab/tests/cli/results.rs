@@ -186,3 +186,58 @@ fn a_hand_written_row_that_breaks_a_rule_is_refused_by_line() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// A run is recorded once: a grid edited by hand so that two rows share a run id, or name the
+/// same measurement, is refused by line by `lab results`, and
+/// `lab record` refuses to append to it (nothing written).
+#[test]
+fn a_run_recorded_twice_is_refused_by_results_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.csv");
+    let sha = "ab".repeat(32);
+    let row = |id: &str, sha: &str| {
+        let file = if sha.is_empty() { "" } else { "m.json" };
+        format!("{id},2026-11-01T10:00:00Z,{file},{sha},h200,7,1,,,,3,completed,\n")
+    };
+    for (rows, needle) in [
+        (
+            row("r1", "") + &row("r1", ""),
+            "line 3: run_id 'r1' is already used on line 2",
+        ),
+        (
+            row("r1", &sha) + &row("r2", &sha),
+            "line 3: measurement_sha256 ababababab",
+        ),
+    ] {
+        let text = format!("{}{rows}", kit_grid());
+        std::fs::write(&grid, &text).unwrap();
+        let out = lab()
+            .args(["results", "--results"])
+            .arg(&grid)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(needle), "{needle}: {err}");
+        assert!(err.contains("a run is recorded once"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let out = lab()
+            .args(["record", "--results"])
+            .arg(&grid)
+            .args(["--gpu", "h200", "--days", "7", "--lots", "1"])
+            .args(["--outcome", "failed"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains(needle) && err.contains("fix the grid by hand first"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&grid).unwrap(),
+            text,
+            "record wrote"
+        );
+    }
+}

@@ -60,8 +60,8 @@ pub struct Args {
     /// downloaded).
     #[arg(long, value_name = "PATH|ORG/NAME", allow_hyphen_values = true)]
     pub(super) model: PathBuf,
-    /// With --model ORG/NAME: the cached snapshot of this branch or commit hash (default
-    /// main).
+    /// With --model ORG/NAME: the cached snapshot of this branch, tag or commit hash
+    /// (default main).
     #[arg(long, value_name = "REV", allow_hyphen_values = true)]
     pub(super) revision: Option<String>,
     /// Sequences processed together (default 1; with a workload: the largest that fits).
@@ -155,7 +155,18 @@ pub fn run(mut args: Args) -> Result<()> {
 /// As [`plan::hub::root`] and [`plan::hub::resolve`]; [`Error::Usage`] for `--revision`
 /// with a model folder or file.
 fn locate(args: &mut Args) -> Result<Option<plan::hub::Resolved>> {
-    let here = std::fs::symlink_metadata(&args.model).is_ok();
+    let here = match std::fs::symlink_metadata(&args.model) {
+        Ok(_) => true,
+        // A path through a file ("notes.txt/config.json") is a path here that the system
+        // refuses, not a model name for the cache: an I/O failure, as for any other file.
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::runtime(format!(
+                "cannot read --model {}: {e}",
+                lab::text::one_line(&args.model.display().to_string())
+            )))
+        }
+        Err(_) => false,
+    };
     let repo = args
         .model
         .to_str()

@@ -56,7 +56,8 @@ pub struct TimeArgs {
     gpu_perf: Option<PathBuf>,
     /// `lab measure --model` documents of this model: their measured step times over the
     /// expected ones scale the expected decode and prefill times of the GPU model measured.
-    #[arg(long, value_name = "DOC", num_args = 1.., allow_hyphen_values = true)]
+    /// The documents run up to the next flag (a name starting with `-`: give it as `./-NAME`).
+    #[arg(long, value_name = "DOC", num_args = 1..)]
     calibration: Vec<PathBuf>,
     /// Also draw the decision (hours against cost to finish) to this new SVG file.
     #[arg(long, value_name = "OUT.svg", allow_hyphen_values = true)]

@@ -455,6 +455,12 @@ pub fn read(config: &Value) -> Result<Architecture> {
     };
     let model_type = match top.get("model_type") {
         Some(Value::String(s)) => s,
+        Some(other) if !other.is_null() => {
+            return Err(Error::usage(format!(
+                "config.json: \"model_type\" must be a string such as \"llama\", found {}",
+                crate::text::excerpt(&other.to_string())
+            )))
+        }
         _ => {
             return Err(Error::usage(format!(
                 "config.json has no \"model_type\": cannot tell the architecture (supported: {})",
@@ -686,20 +692,31 @@ fn quantization(top: &Map<String, Value>) -> Result<Option<String>> {
 /// # Errors
 /// [`Error::Usage`] naming the format and the width to plan it with (`bits + 32/group`).
 fn mlx_packing(top: &Map<String, Value>) -> Result<()> {
-    let Some(Value::Object(q)) = top.get("quantization") else {
-        return Ok(());
-    };
-    let named = |k: &str| q.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
-    let (Some(bits), Some(group)) = (named("bits"), named("group_size")) else {
-        return Ok(());
-    };
     let stated = top
         .get("quantization_config")
         .and_then(|c| c.get("quant_method"))
         .is_some();
-    if stated {
+    let q = match top.get("quantization") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(_) if stated => return Ok(()),
+        Some(q) => q,
+    };
+    let mlx_shaped = ["bits", "group_size"]
+        .iter()
+        .any(|k| q.get(*k).is_some_and(|v| !v.is_null()));
+    if !mlx_shaped {
+        // Not a packing: transformers ignores a key it does not know.
         return Ok(());
     }
+    let named = |k: &str| q.get(k).and_then(Value::as_u64).filter(|n| *n > 0);
+    let (Some(bits), Some(group)) = (named("bits"), named("group_size")) else {
+        // A packing mlx-lm cannot write (a zero, a text, one of the two missing): refused by
+        // name rather than planned as if the weights were not quantized.
+        return Err(Error::usage(format!(
+            "config.json: \"quantization\" (mlx-lm's packing) must be an object with whole numbers \"bits\" and \"group_size\" from 1 up, found {}; plan the original (unquantized) checkpoint's config",
+            crate::text::excerpt(&q.to_string())
+        )));
+    };
     let width = rust_decimal::Decimal::from(bits)
         + rust_decimal::Decimal::from(32) / rust_decimal::Decimal::from(group);
     Err(Error::usage(format!(

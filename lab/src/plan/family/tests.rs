@@ -338,6 +338,22 @@ fn the_supported_list_and_refusals_come_from_the_enum() {
     );
     let missing = refusal(r#"{"hidden_size":1}"#);
     assert!(missing.contains("has no \"model_type\""), "{missing}");
+    assert!(refusal(r#"{"model_type":null}"#).contains("has no \"model_type\""));
+    for (wrong, shown) in [
+        ("0", "0"),
+        ("true", "true"),
+        ("[]", "[]"),
+        ("{}", "{}"),
+        ("1.5", "1.5"),
+    ] {
+        let e = refusal(&format!(r#"{{"model_type":{wrong}}}"#));
+        assert!(
+            e.contains(&format!(
+                "\"model_type\" must be a string such as \"llama\", found {shown}"
+            )),
+            "{wrong}: {e}"
+        );
+    }
     let e = refusal(
         r#"{"model_type":"mixtral","hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,
 "num_attention_heads":4,"num_key_value_heads":4,"vocab_size":128,"num_local_experts":2,"num_experts_per_tok":3}"#,
@@ -1079,6 +1095,22 @@ fn mlx_packing_is_refused_by_name() {
     .unwrap();
     assert_eq!(named.quantization.as_deref(), Some("awq"));
     assert!(llama(r#","quantization":{"note":"none"}"#).is_ok());
+    assert!(llama(r#","quantization":null"#).is_ok());
+    // A packing block mlx-lm cannot write is refused by name, never planned as unquantized.
+    for bad in [
+        r#"{"bits":4,"group_size":0}"#,
+        r#"{"bits":0,"group_size":64}"#,
+        r#"{"bits":"x","group_size":64}"#,
+        r#"{"bits":4}"#,
+        r#"{"group_size":64,"bits":-4}"#,
+        r#"{"group_size":64.5,"bits":4}"#,
+    ] {
+        let e = llama(&format!(r#","quantization":{bad}"#)).unwrap_err();
+        assert!(
+            e.contains("\"quantization\" (mlx-lm's packing) must be an object with whole numbers"),
+            "{bad}: {e}"
+        );
+    }
 }
 
 /// Command R7B's layers as `Cohere2Config` derives them: three sliding, then one full, from
