@@ -105,6 +105,7 @@ extern "C" __global__ void silu_mul(const elem* gate_up, elem* out, int inter, i
 }
 
 #define ATTN_WARPS 16
+#define ATTN_CHUNK 8
 #define EPL (HEAD_DIM / 32)
 
 // One lane's EPL consecutive elements of a cache row, in one load when they make 4, 8 or 16
@@ -222,22 +223,56 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)
   const elem* kbase = cache_k + cache_base;
   const elem* vbase = cache_v + cache_base;
   float m = NEG_INF, l = 0.f;
-#pragma unroll 4
-  for (i64 j = lo + warp; j <= pos; j += ATTN_WARPS) {
-    const elem* kp = j == pos ? k_new : kbase + j * HEAD_DIM;
-    const elem* vp = j == pos ? v_new : vbase + j * HEAD_DIM;
-    const LaneRow kk = load_lane(kp + lane * EPL);
-    const LaneRow vv = load_lane(vp + lane * EPL);
-    float s = 0.f;
+  // Each warp takes ATTN_CHUNK consecutive keys at a time: their key and value rows are loaded
+  // together (independent loads in flight), then the scores, one rescale per chunk.
+  for (i64 j0 = lo + (i64)warp * ATTN_CHUNK; j0 <= pos; j0 += (i64)ATTN_WARPS * ATTN_CHUNK) {
+    LaneRow kk[ATTN_CHUNK], vv[ATTN_CHUNK];
 #pragma unroll
-    for (int e = 0; e < EPL; ++e) s += q[e] * ld(kk.e[e]);
-    s = warp_sum(s) * scale;
-    const float mn = fmaxf(m, s);
-    const float c = __expf(m - mn);
-    const float p = __expf(s - mn);
-    l = l * c + p;
+    for (int c = 0; c < ATTN_CHUNK; ++c) {
+      const i64 j = j0 + c;
+      if (j < pos) {
+        kk[c] = load_lane(kbase + j * HEAD_DIM + lane * EPL);
+        vv[c] = load_lane(vbase + j * HEAD_DIM + lane * EPL);
+      } else if (j == pos) {
+        kk[c] = load_lane(k_new + lane * EPL);
+        vv[c] = load_lane(v_new + lane * EPL);
+      } else {
 #pragma unroll
-    for (int e = 0; e < EPL; ++e) acc[e] = acc[e] * c + p * ld(vv.e[e]);
+        for (int e = 0; e < EPL; ++e) {
+          kk[c].e[e] = st(0.f);
+          vv[c].e[e] = st(0.f);
+        }
+      }
+    }
+    float s[ATTN_CHUNK];
+#pragma unroll
+    for (int c = 0; c < ATTN_CHUNK; ++c) {
+      s[c] = 0.f;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) s[c] += q[e] * ld(kk[c].e[e]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+      for (int c = 0; c < ATTN_CHUNK; ++c) s[c] += __shfl_xor_sync(FULL_MASK, s[c], o);
+    }
+    float mn = m;
+#pragma unroll
+    for (int c = 0; c < ATTN_CHUNK; ++c) {
+      s[c] = j0 + c <= pos ? s[c] * scale : NEG_INF;
+      mn = fmaxf(mn, s[c]);
+    }
+    const float corr = __expf(m - mn);
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[e] *= corr;
+#pragma unroll
+    for (int c = 0; c < ATTN_CHUNK; ++c) {
+      const float p = __expf(s[c] - mn);
+      l += p;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[e] = fmaf(p, ld(vv[c].e[e]), acc[e]);
+    }
     m = mn;
   }
   if (lane == 0) {
@@ -296,20 +331,46 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
 // Matrix-vector product for one sequence: y[n] = W[n, :]·x + bias[n], one warp per output row,
 // 16-byte loads (k a multiple of VEC, W and x 16-byte aligned). With SWIGLU, W is [gate; up]
 // (2·rows rows) and y[n] = rnd(silu(g_n)) · u_n with g and u rounded as the products' outputs.
-template <bool SWIGLU>
+// With NORM, x is first replaced (in shared memory, k elements) by
+//   v = delta ? rnd(x + delta) : x  (the residual add)   and   rnd(norm_w · rnd(v · rsqrt(mean(v^2) + eps)))
+// (LlamaRMSNorm), every block computing it for itself; block 0 also writes v to res_out when
+// given (another buffer than x: the other blocks are still reading x).
+template <bool SWIGLU, bool NORM>
 __device__ __forceinline__ void gemv_body(const elem* W, const elem* x, const elem* bias,
-                                          elem* y, int rows, int k) {
+                                          elem* y, int rows, int k, const elem* delta,
+                                          const elem* norm_w, elem* res_out, float eps) {
+  extern __shared__ uint4 x_shared[];
+  __shared__ float scratch[32];
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  if (NORM) {
+    elem* xe = reinterpret_cast<elem*>(x_shared);
+    float squares = 0.f;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+      float v = ld(x[i]);
+      if (delta != 0) v = rnd(v + ld(delta[i]));
+      xe[i] = st(v);
+      squares += v * v;
+    }
+    const float r = rsqrtf(block_sum(squares, scratch) / (float)k + eps);
+    const bool write = blockIdx.x == 0 && res_out != 0;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+      const elem v = xe[i];
+      if (write) res_out[i] = v;
+      xe[i] = st(ld(norm_w[i]) * rnd(ld(v) * r));
+    }
+    __syncthreads();
+    xr = x_shared;
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = blockIdx.x * GEMV_WARPS + warp;
   if (n >= rows) return;
   const int chunks = k / VEC;
   const uint4* wr = reinterpret_cast<const uint4*>(W + (i64)n * k);
   const uint4* wu = reinterpret_cast<const uint4*>(W + (i64)(n + rows) * k);
-  const uint4* xr = reinterpret_cast<const uint4*>(x);
   float acc = 0.f, acc_up = 0.f;
 #pragma unroll 4
   for (int c = lane; c < chunks; c += 32) {
-    const uint4 xv = __ldg(xr + c);
+    const uint4 xv = xr[c];
     acc += dot16(load_stream(wr + c), xv);
     if (SWIGLU) acc_up += dot16(load_stream(wu + c), xv);
   }
@@ -325,12 +386,20 @@ __device__ __forceinline__ void gemv_body(const elem* W, const elem* x, const el
   }
 }
 
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
-    gemv(const elem* W, const elem* x, const elem* bias, elem* y, int rows, int k) {
-  gemv_body<false>(W, x, bias, y, rows, k);
-}
+#define GEMV_PARAMS                                                                        \
+  const elem *W, const elem *x, const elem *bias, elem *y, int rows, int k, const elem *delta, \
+      const elem *norm_w, elem *res_out, float eps
+#define GEMV_ARGS W, x, bias, y, rows, k, delta, norm_w, res_out, eps
 
-extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)
-    gemv_swiglu(const elem* W, const elem* x, const elem* bias, elem* y, int rows, int k) {
-  gemv_body<true>(W, x, bias, y, rows, k);
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv(GEMV_PARAMS) {
+  gemv_body<false, false>(GEMV_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_swiglu(GEMV_PARAMS) {
+  gemv_body<true, false>(GEMV_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm(GEMV_PARAMS) {
+  gemv_body<false, true>(GEMV_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_norm_swiglu(GEMV_PARAMS) {
+  gemv_body<true, true>(GEMV_ARGS);
 }

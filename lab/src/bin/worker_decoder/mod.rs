@@ -114,7 +114,7 @@ fn decode_kernels(
     if switch == "libtorch" {
         return fallback(format!("{}=libtorch", kernels::SWITCH));
     }
-    let own_gemv = switch == "gemv";
+    let own_gemv = switch != "cublas";
     if let Some(why) = kernels::Kernels::unsupported(spec.head_dim, kind) {
         return fallback(why);
     }
@@ -445,6 +445,9 @@ impl Decoder {
         let size = ids.size();
         let (b, t) = (size[0], size[1]);
         if let (1, Some(k)) = (t, &self.kernels) {
+            if b == 1 && self.b1_ready(k) {
+                return self.forward_b1(k, ids, positions, cache);
+            }
             return self.forward_fused(k, ids, positions, cache);
         }
         let (h, kvh, d) = (
@@ -604,18 +607,8 @@ impl Decoder {
         k.add_rms_norm(&x, None, &first.input_norm, &hidden, eps)?;
         let attn = Tensor::f_empty([b, 1, h * d], (self.kind, self.device)).map_err(err)?;
         let act = Tensor::f_empty([b, 1, inter], (self.kind, self.device)).map_err(err)?;
-        // One product: the kernel's matrix-vector product at batch 1 when it fits, else cuBLAS.
-        let product = |linear: &Linear, x: &Tensor, rows: i64| -> Step<Tensor> {
-            if k.gemv_fits(&linear.weight, x) {
-                let out = Tensor::f_empty([1, 1, rows], (self.kind, self.device)).map_err(err)?;
-                k.gemv(&linear.weight, x, linear.bias.as_ref(), &out, false)?;
-                Ok(out)
-            } else {
-                linear.forward(x)
-            }
-        };
         for (i, layer) in self.layers.iter().enumerate() {
-            let qkv = product(&layer.qkv, &hidden, layer.qkv.weight.size()[0])?;
+            let qkv = layer.qkv.forward(&hidden)?;
             let qk_norm = layer.q_norm.as_ref().zip(layer.k_norm.as_ref());
             k.attention(
                 &qkv,
@@ -635,30 +628,142 @@ impl Decoder {
                 },
             )?;
             drop(qkv);
-            let out = product(&layer.o, &attn, layer.o.weight.size()[0])?;
+            let out = layer.o.forward(&attn)?;
             k.add_rms_norm(&x, Some(&out), &layer.post_norm, &hidden, eps)?;
             drop(out);
-            if k.gemv_fits(&layer.gate_up.weight, &hidden) {
-                k.gemv(
-                    &layer.gate_up.weight,
-                    &hidden,
-                    layer.gate_up.bias.as_ref(),
-                    &act,
-                    true,
-                )?;
-            } else {
-                let gate_up = layer.gate_up.forward(&hidden)?;
-                k.silu_mul(&gate_up, &act)?;
-            }
-            let out = product(&layer.down, &act, layer.down.weight.size()[0])?;
+            let gate_up = layer.gate_up.forward(&hidden)?;
+            k.silu_mul(&gate_up, &act)?;
+            drop(gate_up);
+            let out = layer.down.forward(&act)?;
             let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.input_norm);
             k.add_rms_norm(&x, Some(&out), next, &hidden, eps)?;
         }
-        let head = Linear {
-            weight: self.lm_head.as_ref().unwrap_or(&self.embed).shallow_clone(),
-            bias: None,
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        hidden.f_linear(head, None::<Tensor>).map_err(err)
+    }
+
+    /// Whether a batch-1 step can run [`Self::forward_b1`]: the `gemv` kernels are on and take
+    /// every matrix.
+    fn b1_ready(&self, k: &kernels::Kernels) -> bool {
+        k.own_gemv
+            && k.gemv_fits(self.lm_head.as_ref().unwrap_or(&self.embed))
+            && self.layers.iter().all(|l| {
+                [
+                    &l.qkv.weight,
+                    &l.o.weight,
+                    &l.gate_up.weight,
+                    &l.down.weight,
+                ]
+                .into_iter()
+                .all(|w| k.gemv_fits(w))
+            })
+    }
+
+    /// [`Self::forward_fused`] for one sequence: five kernels per layer, the products by the
+    /// `gemv` kernels with each residual add + RMSNorm done by the product after it and SiLU·mul
+    /// by the gate/up product; the residual stream alternates between two buffers (a product
+    /// reads one while its first block writes the sum into the other).
+    fn forward_b1(
+        &self,
+        k: &kernels::Kernels,
+        ids: &Tensor,
+        position: &Tensor,
+        cache: &mut Cache,
+    ) -> Step<Tensor> {
+        let (h, d) = (dim(self.spec.heads)?, dim(self.spec.head_dim)?);
+        let width = dim(self.spec.hidden)?;
+        let eps = self.spec.rms_norm_eps;
+        let on = (self.kind, self.device);
+        let empty = |n: i64| Tensor::f_empty([1, 1, n], on).map_err(err);
+        let mut x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
+        let mut spare = x.f_empty_like().map_err(err)?;
+        let attn = empty(h * d)?;
+        let act = empty(dim(self.spec.intermediate)?)?;
+        let mut delta: Option<Tensor> = None;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let qkv = empty(layer.qkv.weight.size()[0])?;
+            let norm = kernels::Norm {
+                delta: delta.as_ref(),
+                weight: &layer.input_norm,
+                residual_out: delta.as_ref().map(|_| &spare),
+                eps,
+            };
+            k.gemv(
+                &layer.qkv.weight,
+                &x,
+                layer.qkv.bias.as_ref(),
+                &qkv,
+                false,
+                Some(norm),
+            )?;
+            if delta.is_some() {
+                std::mem::swap(&mut x, &mut spare);
+            }
+            let qk_norm = layer.q_norm.as_ref().zip(layer.k_norm.as_ref());
+            k.attention(
+                &qkv,
+                &cache.keys[i],
+                &cache.values[i],
+                (&cache.cos, &cache.sin),
+                position,
+                qk_norm,
+                &attn,
+                kernels::AttentionShape {
+                    batch: 1,
+                    heads: h,
+                    kv_heads: dim(self.spec.kv_heads)?,
+                    window: layer.window,
+                    scale: 1.0 / (d as f64).sqrt(),
+                    eps,
+                },
+            )?;
+            drop(qkv);
+            let out = empty(width)?;
+            k.gemv(
+                &layer.o.weight,
+                &attn,
+                layer.o.bias.as_ref(),
+                &out,
+                false,
+                None,
+            )?;
+            let norm = kernels::Norm {
+                delta: Some(&out),
+                weight: &layer.post_norm,
+                residual_out: Some(&spare),
+                eps,
+            };
+            k.gemv(
+                &layer.gate_up.weight,
+                &x,
+                layer.gate_up.bias.as_ref(),
+                &act,
+                true,
+                Some(norm),
+            )?;
+            std::mem::swap(&mut x, &mut spare);
+            drop(out);
+            let down = empty(width)?;
+            k.gemv(
+                &layer.down.weight,
+                &act,
+                layer.down.bias.as_ref(),
+                &down,
+                false,
+                None,
+            )?;
+            delta = Some(down);
+        }
+        let logits = empty(dim(self.spec.vocab)?)?;
+        let norm = kernels::Norm {
+            delta: delta.as_ref(),
+            weight: &self.norm,
+            residual_out: None,
+            eps,
         };
-        product(&head, &hidden, dim(self.spec.vocab)?)
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        k.gemv(head, &x, None, &logits, false, Some(norm))?;
+        Ok(logits)
     }
 }
 
