@@ -4,10 +4,13 @@
 //! A decode step at batch 1 is memory-bound on the weights, and every small kernel between
 //! the matrix products costs a few microseconds however little it touches
 //! (`examples/h200/measure-model/run3/`: 13 of them per layer, 1.27 ms of a 5.52 ms step).
-//! These three kernels leave four per layer: residual add + RMSNorm (twice), rotary + cache
-//! write + grouped-query attention over the static cache, and SiLU·mul. They run only for
-//! steps of one new position per sequence ([`super::Decoder::forward`]); prefill and the CPU
-//! keep the libtorch path, and so does every model they do not cover ([`Kernels::unsupported`]).
+//! Three kernels leave four per layer: residual add + RMSNorm (twice), rotary + cache write +
+//! grouped-query attention over the static cache, and SiLU·mul; at batch 1 two more replace
+//! cuBLAS's products (`gemv`, and `gemv_swiglu` with SiLU·mul folded in), which leaves seven
+//! kernels per layer in all (`examples/h200/measure-model/run5/` times each step of this).
+//! They run only for steps of one new position per sequence ([`super::Decoder::forward`]);
+//! prefill and the CPU keep the libtorch path, and so does every model they do not cover
+//! ([`Kernels::unsupported`]).
 
 use super::Step;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -51,18 +54,14 @@ const GEMV_THREADS: u32 = 8 * 32;
 /// `libtorch` keeps the decode steps on libtorch's kernels; `cublas` keeps cuBLAS's matrix
 /// products at batch 1 too (by default batch 1 runs `kernels.cu`'s matrix-vector products).
 pub const SWITCH: &str = "LAB_DECODE_KERNELS";
-/// Shared memory a kernel gets without opting in (48 KiB on every CUDA GPU).
-const DEFAULT_SHARED_BYTES: i64 = 48 * 1024;
 
-/// The three kernels of one compiled module (the module lives as long as the process).
+/// The kernels of one compiled module (the module lives as long as the process).
 pub struct Kernels {
     add_rms_norm: *mut c_void,
     attention: *mut c_void,
     silu_mul: *mut c_void,
     gemv: *mut c_void,
     gemv_swiglu: *mut c_void,
-    gemv_norm: *mut c_void,
-    gemv_norm_swiglu: *mut c_void,
     /// Whether batch-1 steps run the `gemv` kernels (else cuBLAS through libtorch).
     pub own_gemv: bool,
     /// Bytes of one element.
@@ -174,15 +173,13 @@ impl Kernels {
             silu_mul: function(c"silu_mul")?,
             gemv: function(c"gemv")?,
             gemv_swiglu: function(c"gemv_swiglu")?,
-            gemv_norm: function(c"gemv_norm")?,
-            gemv_norm_swiglu: function(c"gemv_norm_swiglu")?,
             own_gemv,
             elem_bytes: if kind == Kind::BFloat16 { 2 } else { 4 },
             description: format!(
                 "fused kernels (NVRTC, sm_{major}{minor}, {}, head_dim {head_dim}): residual add + RMSNorm, rotary + cache write + attention, SiLU·mul{}",
                 if kind == Kind::BFloat16 { "bfloat16" } else { "float32" },
                 if own_gemv {
-                    "; at batch 1 instead matrix-vector products with the residual add + RMSNorm before and SiLU·mul after them (five kernels per layer)"
+                    "; at batch 1 the matrix products by matrix-vector kernels, SiLU·mul in the gate/up one"
                 } else {
                     "; matrix products by cuBLAS"
                 }
@@ -191,17 +188,6 @@ impl Kernels {
     }
 
     fn launch(&self, function: *mut c_void, grid: i64, block: u32, args: &mut [Arg]) -> Step<()> {
-        self.launch_shared(function, grid, block, 0, args)
-    }
-
-    fn launch_shared(
-        &self,
-        function: *mut c_void,
-        grid: i64,
-        block: u32,
-        shared: u32,
-        args: &mut [Arg],
-    ) -> Step<()> {
         let grid = u32::try_from(grid).map_err(|_| format!("grid of {grid} blocks"))?;
         let mut pointers: Vec<*mut c_void> = args
             .iter_mut()
@@ -215,7 +201,7 @@ impl Kernels {
         // SAFETY: each pointer points at a live argument of the kernel's parameter type, in
         // the kernel's order (kernels.cu); tensors are alive and on the current device.
         call(|e, l| unsafe {
-            lab_kernels_launch(function, grid, block, shared, pointers.as_mut_ptr(), e, l)
+            lab_kernels_launch(function, grid, block, 0, pointers.as_mut_ptr(), e, l)
         })
     }
 
@@ -243,21 +229,18 @@ impl Kernels {
     }
 
     /// Whether the `gemv` kernels can take `weight` (`[rows, k]`): contiguous, 16-byte
-    /// aligned, `k` a multiple of the 16-byte vector, and `k` elements fit the shared memory
-    /// of the fused norm.
+    /// aligned, rows of whole 16-byte vectors.
     pub fn gemv_fits(&self, weight: &Tensor) -> bool {
         let k = weight.size().last().copied().unwrap_or(0);
         k > 0
             && (k * self.elem_bytes) % 16 == 0
-            && k * self.elem_bytes <= DEFAULT_SHARED_BYTES
             && weight.is_contiguous()
-            && (weight.data_ptr() as usize) % 16 == 0
+            && (weight.data_ptr() as usize).is_multiple_of(16)
     }
 
     /// `out = weight · x + bias` for one sequence (`out` has `rows` elements; `x` and `out`
-    /// 16-byte aligned, as the caching allocator's blocks are); with `swiglu`, `weight` is
-    /// `[gate; up]` (`2·rows` rows) and `out = silu(gate·x) · (up·x)`; with `norm`, the product
-    /// reads `RMSNorm(x + delta)` instead of `x` ([`Norm`]).
+    /// contiguous and 16-byte aligned, as the caching allocator's blocks are); with `swiglu`,
+    /// `weight` is `[gate; up]` (`2·rows` rows) and `out = silu(gate·x) · (up·x)`.
     pub fn gemv(
         &self,
         weight: &Tensor,
@@ -265,19 +248,9 @@ impl Kernels {
         bias: Option<&Tensor>,
         out: &Tensor,
         swiglu: bool,
-        norm: Option<Norm>,
     ) -> Step<()> {
         let size = weight.size();
         let (rows, k) = (size[0] / if swiglu { 2 } else { 1 }, size[1]);
-        let (delta, norm_w, res_out, eps) = match &norm {
-            Some(n) => (
-                n.delta.map_or_else(null, ptr),
-                ptr(n.weight),
-                n.residual_out.map_or_else(null, ptr),
-                n.eps as f32,
-            ),
-            None => (null(), null(), null(), 0.0),
-        };
         let mut args = [
             ptr(weight),
             ptr(x),
@@ -285,24 +258,9 @@ impl Kernels {
             ptr(out),
             int(rows)?,
             int(k)?,
-            delta,
-            norm_w,
-            res_out,
-            Arg::F32(eps),
         ];
-        let f = match (swiglu, norm.is_some()) {
-            (false, false) => self.gemv,
-            (true, false) => self.gemv_swiglu,
-            (false, true) => self.gemv_norm,
-            (true, true) => self.gemv_norm_swiglu,
-        };
-        let shared = if norm.is_some() {
-            k * self.elem_bytes
-        } else {
-            0
-        };
-        let shared = u32::try_from(shared).map_err(|e| e.to_string())?;
-        self.launch_shared(f, (rows + 7) / 8, GEMV_THREADS, shared, &mut args)
+        let f = if swiglu { self.gemv_swiglu } else { self.gemv };
+        self.launch(f, (rows + 7) / 8, GEMV_THREADS, &mut args)
     }
 
     /// `out = silu(gate) · up` of `gate_up` (`[rows…, 2·inter]`, gate first) into `out`
@@ -358,20 +316,6 @@ impl Kernels {
             &mut args,
         )
     }
-}
-
-/// The residual add + RMSNorm a `gemv` does before its product: its `x` is the residual,
-/// `delta` the block output added to it (none for the first layer's norm), `residual_out`
-/// where the sum goes (another buffer than `x`), `weight` and `eps` the norm's.
-pub struct Norm<'a> {
-    /// Added to the residual first.
-    pub delta: Option<&'a Tensor>,
-    /// The norm's weight.
-    pub weight: &'a Tensor,
-    /// Receives `x + delta`.
-    pub residual_out: Option<&'a Tensor>,
-    /// `rms_norm_eps`.
-    pub eps: f64,
 }
 
 /// The sizes `decode_attention` needs besides its tensors.

@@ -21,8 +21,10 @@
 //! On a GPU, a step of one new position per sequence (every decode step, eager or captured)
 //! runs the fused kernels of [`kernels`] between the matrix products instead (residual add +
 //! RMSNorm, rotary + cache write + attention, SiLU·mul: four small kernels per layer, with
-//! transformers' roundings); `LAB_DECODE_KERNELS=libtorch`, a model they do not cover or a
-//! missing NVRTC keeps the path above, and [`Decoder::decode_kernels`] says which ran.
+//! transformers' roundings), and at batch 1 its matrix-vector products replace cuBLAS's too
+//! ([`Decoder::forward_b1`]; `LAB_DECODE_KERNELS=cublas` keeps cuBLAS); `LAB_DECODE_KERNELS=libtorch`,
+//! a model they do not cover or a missing NVRTC keeps the path above, and
+//! [`Decoder::decode_kernels`] says which ran.
 //!
 //! The KV cache is static: two `[batch, kv_heads, context, head_dim]` tensors per layer,
 //! allocated once ([`Cache::new`]) and written in place at the step's positions
@@ -659,10 +661,9 @@ impl Decoder {
             })
     }
 
-    /// [`Self::forward_fused`] for one sequence: five kernels per layer, the products by the
-    /// `gemv` kernels with each residual add + RMSNorm done by the product after it and SiLU·mul
-    /// by the gate/up product; the residual stream alternates between two buffers (a product
-    /// reads one while its first block writes the sum into the other).
+    /// [`Self::forward_fused`] for one sequence: the four products by the `gemv` kernels
+    /// (SiLU·mul in the gate/up one), so seven kernels per layer: RMSNorm, q/k/v, attention,
+    /// o, residual add + RMSNorm, gate/up, down.
     fn forward_b1(
         &self,
         k: &kernels::Kernels,
@@ -675,30 +676,21 @@ impl Decoder {
         let eps = self.spec.rms_norm_eps;
         let on = (self.kind, self.device);
         let empty = |n: i64| Tensor::f_empty([1, 1, n], on).map_err(err);
-        let mut x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
-        let mut spare = x.f_empty_like().map_err(err)?;
+        let x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
+        let hidden = x.f_empty_like().map_err(err)?;
+        let first = self.layers.first().ok_or("the model has no layers")?;
+        k.add_rms_norm(&x, None, &first.input_norm, &hidden, eps)?;
         let attn = empty(h * d)?;
         let act = empty(dim(self.spec.intermediate)?)?;
-        let mut delta: Option<Tensor> = None;
         for (i, layer) in self.layers.iter().enumerate() {
             let qkv = empty(layer.qkv.weight.size()[0])?;
-            let norm = kernels::Norm {
-                delta: delta.as_ref(),
-                weight: &layer.input_norm,
-                residual_out: delta.as_ref().map(|_| &spare),
-                eps,
-            };
             k.gemv(
                 &layer.qkv.weight,
-                &x,
+                &hidden,
                 layer.qkv.bias.as_ref(),
                 &qkv,
                 false,
-                Some(norm),
             )?;
-            if delta.is_some() {
-                std::mem::swap(&mut x, &mut spare);
-            }
             let qk_norm = layer.q_norm.as_ref().zip(layer.k_norm.as_ref());
             k.attention(
                 &qkv,
@@ -719,50 +711,28 @@ impl Decoder {
             )?;
             drop(qkv);
             let out = empty(width)?;
-            k.gemv(
-                &layer.o.weight,
-                &attn,
-                layer.o.bias.as_ref(),
-                &out,
-                false,
-                None,
-            )?;
-            let norm = kernels::Norm {
-                delta: Some(&out),
-                weight: &layer.post_norm,
-                residual_out: Some(&spare),
-                eps,
-            };
+            k.gemv(&layer.o.weight, &attn, layer.o.bias.as_ref(), &out, false)?;
+            k.add_rms_norm(&x, Some(&out), &layer.post_norm, &hidden, eps)?;
             k.gemv(
                 &layer.gate_up.weight,
-                &x,
+                &hidden,
                 layer.gate_up.bias.as_ref(),
                 &act,
                 true,
-                Some(norm),
             )?;
-            std::mem::swap(&mut x, &mut spare);
-            drop(out);
-            let down = empty(width)?;
             k.gemv(
                 &layer.down.weight,
                 &act,
                 layer.down.bias.as_ref(),
-                &down,
+                &out,
                 false,
-                None,
             )?;
-            delta = Some(down);
+            let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.input_norm);
+            k.add_rms_norm(&x, Some(&out), next, &hidden, eps)?;
         }
         let logits = empty(dim(self.spec.vocab)?)?;
-        let norm = kernels::Norm {
-            delta: delta.as_ref(),
-            weight: &self.norm,
-            residual_out: None,
-            eps,
-        };
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        k.gemv(head, &x, None, &logits, false, Some(norm))?;
+        k.gemv(head, &hidden, None, &logits, false)?;
         Ok(logits)
     }
 }
