@@ -66,7 +66,7 @@ fn build_shim() {
     println!("cargo:rustc-link-search=native={out}");
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!(
-        "cargo:rustc-link-arg-bin={WORKER}=-Wl,--no-as-needed,-ltorch_cuda,-lc10_cuda,--as-needed"
+        "cargo:rustc-link-arg-bin={WORKER}=-Wl,--no-as-needed,-ltorch_cuda,-lc10_cuda,--as-needed,-ldl"
     );
 }
 

@@ -194,6 +194,11 @@ pub fn run(prepared: &Prepared, worker_path: &Path) -> Result<ModelDocument> {
         &prepared.run.spec,
         &prepared.plan_notes,
     );
+    if let Some(kernels) = &measured.decode_kernels {
+        doc.prediction
+            .notes
+            .push(format!("decode steps ran {kernels}"));
+    }
     Ok(doc)
 }
 

@@ -127,6 +127,10 @@ pub struct WorkerModelMeasurement {
     pub environment: WorkerEnvironment,
     /// One row per step.
     pub phases: Vec<crate::document::model_run::ModelPhaseRow>,
+    /// What ran the decode steps' small operations: the fused kernels (and which build) or
+    /// libtorch's, with the reason (`docs/PROTOCOL.md §4.9`); `None` from an older worker.
+    #[serde(default)]
+    pub decode_kernels: Option<String>,
 }
 
 /// One GPU as libtorch describes it.

@@ -230,6 +230,27 @@ impl Drop for Graph {
     }
 }
 
+/// Compute capability `(major, minor)` of `cuda:device` (`cudaDeviceProp::major/minor`).
+fn compute_capability(device: i64) -> Step<(i64, i64)> {
+    let mut name = vec![0 as c_char; 256];
+    let (mut total, mut major, mut minor, mut sms) = (0i64, 0i64, 0i64, 0i64);
+    // SAFETY: every out pointer is valid; `name` has 256 bytes.
+    shim(|e, l| unsafe {
+        lab_device_properties(
+            device,
+            name.as_mut_ptr(),
+            name.len(),
+            &mut total,
+            &mut major,
+            &mut minor,
+            &mut sms,
+            e,
+            l,
+        )
+    })?;
+    Ok((major, minor))
+}
+
 /// Counters before a stage: synchronize, read, reset the peaks.
 fn stage_start(device: i64) -> Step<[u64; 2]> {
     synchronize()?;
@@ -629,7 +650,7 @@ fn measure_model(run: &ModelRun) -> Result<WorkerModelMeasurement, WorkerError> 
         let message = environment.device_problem.clone().unwrap_or_default();
         return Err(WorkerError { kind, message });
     }
-    let phases = worker_decoder::run::measure(run).map_err(|f| {
+    let (phases, decode_kernels) = worker_decoder::run::measure(run).map_err(|f| {
         let w = &run.workload;
         let what = format!(
             "cuda:{index} during {} ({} {}, batch {}, {} input + {} output tokens, {})",
@@ -663,6 +684,7 @@ fn measure_model(run: &ModelRun) -> Result<WorkerModelMeasurement, WorkerError> 
     Ok(WorkerModelMeasurement {
         environment,
         phases,
+        decode_kernels: Some(decode_kernels),
     })
 }
 

@@ -31,10 +31,14 @@
 #include <cuda_runtime_api.h>
 #include <torch/headeronly/version.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 // at::cuda::getDeviceProperties (ATen/cuda/CUDAContextLight.h, in libtorch_cuda), declared
 // here because that header also pulls in the cuBLAS/cuSPARSE headers, which the small CUDA
@@ -72,6 +76,93 @@ int guarded(char* err, size_t len, F body) {
 struct SideStream {
   c10::cuda::CUDAStream previous;
 };
+
+// --- Run-time compiled kernels (NVRTC + the CUDA driver API, both through dlopen) ----------
+//
+// The decode kernels (lab/src/bin/worker_decoder/kernels.cu) are compiled when a model is
+// loaded, for the GPU in hand, by NVRTC, and launched with cuLaunchKernel on libtorch's current
+// stream (so they are captured into a CUDA graph like any libtorch kernel). Nothing here is
+// linked: libnvrtc is looked for beside the CUDA runtime libtorch loaded (the pip wheels put
+// libcudart.so.13, libnvrtc.so.13 and libnvrtc-builtins.so.13.0 in one folder,
+// site-packages/nvidia/cu13/lib), then by its name; libcuda.so.1 is the driver's.
+// Signatures: nvrtc.h and cuda.h of CUDA 13.0 (nvrtcCreateProgram, nvrtcCompileProgram,
+// nvrtcGetProgramLog[Size], nvrtcGetCUBIN[Size], nvrtcDestroyProgram, nvrtcGetErrorString;
+// cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel, cuGetErrorString).
+struct KernelApi {
+  int (*create)(void**, const char*, const char*, int, const char* const*, const char* const*);
+  int (*compile)(void*, int, const char* const*);
+  int (*log_size)(void*, size_t*);
+  int (*log)(void*, char*);
+  int (*cubin_size)(void*, size_t*);
+  int (*cubin)(void*, char*);
+  int (*destroy)(void**);
+  const char* (*nvrtc_error)(int);
+  int (*module_load)(void**, const void*);
+  int (*get_function)(void**, void*, const char*);
+  int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                void*, void**, void**);
+  int (*cu_error)(int, const char**);
+};
+
+// The folder of the loaded CUDA runtime (where the wheels put libnvrtc), or "".
+std::string cuda_runtime_folder() {
+  void* symbol = dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+  Dl_info info{};
+  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string path = info.dli_fname;
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+template <typename T>
+void bind(void* lib, const char* name, T& slot) {
+  void* symbol = dlsym(lib, name);
+  if (symbol == nullptr) throw std::runtime_error(std::string("symbol ") + name + " not found");
+  slot = reinterpret_cast<T>(symbol);
+}
+
+// The API, loaded once; throws with a message naming what is missing.
+const KernelApi& kernel_api() {
+  static KernelApi api = [] {
+    KernelApi a{};
+    void* nvrtc = nullptr;
+    const std::string folder = cuda_runtime_folder();
+    if (!folder.empty()) {
+      // libnvrtc opens its builtins library by name; loaded first, it is found loaded.
+      dlopen((folder + "/libnvrtc-builtins.so.13.0").c_str(), RTLD_NOW | RTLD_GLOBAL);
+      nvrtc = dlopen((folder + "/libnvrtc.so.13").c_str(), RTLD_NOW | RTLD_GLOBAL);
+    }
+    if (nvrtc == nullptr) nvrtc = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_GLOBAL);
+    if (nvrtc == nullptr) {
+      throw std::runtime_error("libnvrtc.so.13 not found (beside the CUDA runtime in '" +
+                               folder + "' nor by name)");
+    }
+    void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (cuda == nullptr) throw std::runtime_error("libcuda.so.1 not found");
+    bind(nvrtc, "nvrtcCreateProgram", a.create);
+    bind(nvrtc, "nvrtcCompileProgram", a.compile);
+    bind(nvrtc, "nvrtcGetProgramLogSize", a.log_size);
+    bind(nvrtc, "nvrtcGetProgramLog", a.log);
+    bind(nvrtc, "nvrtcGetCUBINSize", a.cubin_size);
+    bind(nvrtc, "nvrtcGetCUBIN", a.cubin);
+    bind(nvrtc, "nvrtcDestroyProgram", a.destroy);
+    bind(nvrtc, "nvrtcGetErrorString", a.nvrtc_error);
+    bind(cuda, "cuModuleLoadData", a.module_load);
+    bind(cuda, "cuModuleGetFunction", a.get_function);
+    bind(cuda, "cuLaunchKernel", a.launch);
+    bind(cuda, "cuGetErrorString", a.cu_error);
+    return a;
+  }();
+  return api;
+}
+
+void check_cu(const KernelApi& api, int result, const char* what) {
+  if (result == 0) return;
+  const char* text = nullptr;
+  api.cu_error(result, &text);
+  throw std::runtime_error(std::string(what) + ": " + (text ? text : "CUDA driver error") +
+                           " (" + std::to_string(result) + ")");
+}
 
 }  // namespace
 
@@ -280,6 +371,67 @@ void lab_graph_free(void* graph) {
     delete static_cast<at::cuda::CUDAGraph*>(graph);
   } catch (...) {
   }
+}
+
+// --- Run-time compiled kernels ---------------------------------------------------------------
+
+// Compiles `source` with NVRTC (options as given, e.g. --gpu-architecture=sm_90) into a cubin
+// and loads it into the current context; returns the module, or null with a message (NVRTC's
+// log on a compile error).
+void* lab_kernels_compile(const char* source, const char* const* options, int n_options,
+                          char* err, size_t len) {
+  void* module = nullptr;
+  guarded(err, len, [&] {
+    const KernelApi& api = kernel_api();
+    void* program = nullptr;
+    int r = api.create(&program, source, "kernels.cu", 0, nullptr, nullptr);
+    if (r != 0) throw std::runtime_error(std::string("nvrtcCreateProgram: ") + api.nvrtc_error(r));
+    r = api.compile(program, n_options, options);
+    if (r != 0) {
+      size_t size = 0;
+      api.log_size(program, &size);
+      std::string log(size, '\0');
+      if (size > 0) api.log(program, log.data());
+      api.destroy(&program);
+      for (auto& c : log) {
+        if (c == '\n') c = ' ';
+      }
+      throw std::runtime_error(std::string("NVRTC: ") + api.nvrtc_error(r) + ": " + log.c_str());
+    }
+    size_t size = 0;
+    api.cubin_size(program, &size);
+    std::vector<char> cubin(size);
+    r = api.cubin(program, cubin.data());
+    api.destroy(&program);
+    if (r != 0) throw std::runtime_error(std::string("nvrtcGetCUBIN: ") + api.nvrtc_error(r));
+    check_cu(api, api.module_load(&module, cubin.data()), "cuModuleLoadData");
+  });
+  return module;
+}
+
+// The kernel `name` of a module from lab_kernels_compile; null with a message.
+void* lab_kernels_function(void* module, const char* name, char* err, size_t len) {
+  void* function = nullptr;
+  guarded(err, len, [&] {
+    const KernelApi& api = kernel_api();
+    check_cu(api, api.get_function(&function, module, name), "cuModuleGetFunction");
+  });
+  return function;
+}
+
+// Launches `function` on a one-dimensional grid on the current stream of the current device
+// (what libtorch's own kernels use, so a capture records it); `args` as cuLaunchKernel's
+// kernelParams. Asynchronous: a fault in the kernel shows at the next synchronisation.
+int lab_kernels_launch(void* function, uint32_t grid, uint32_t block, uint32_t shared_bytes,
+                       void** args, char* err, size_t len) {
+  return guarded(err, len, [&] {
+    const KernelApi& api = kernel_api();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    check_cu(api,
+             api.launch(function, grid, 1, 1, block, 1, 1, shared_bytes,
+                        reinterpret_cast<void*>(stream), args, nullptr),
+             "cuLaunchKernel");
+  });
 }
 
 }  // extern "C"

@@ -18,12 +18,21 @@
 //! - MLP: `down(silu(gate(x)) · up(x))` on the halves of the stacked product; residual adds
 //!   around both blocks.
 //!
+//! On a GPU, a step of one new position per sequence (every decode step, eager or captured)
+//! runs the fused kernels of [`kernels`] between the matrix products instead (residual add +
+//! RMSNorm, rotary + cache write + attention, SiLU·mul: four small kernels per layer, with
+//! transformers' roundings), and at batch 1 its matrix-vector products replace cuBLAS's too
+//! ([`Decoder::forward_b1`]; `LAB_DECODE_KERNELS=cublas` keeps cuBLAS); `LAB_DECODE_KERNELS=libtorch`,
+//! a model they do not cover or a missing NVRTC keeps the path above, and
+//! [`Decoder::decode_kernels`] says which ran.
+//!
 //! The KV cache is static: two `[batch, kv_heads, context, head_dim]` tensors per layer,
 //! allocated once ([`Cache::new`]) and written in place at the step's positions
 //! (`index_copy_`), with the positions a device tensor. A decode step therefore has fixed
 //! shapes and no host-side value in it, which is what lets it be captured in a CUDA graph
 //! and replayed ([`DecodeState`]).
 
+pub mod kernels;
 pub mod run;
 
 use lab::decoder::weights::Sources;
@@ -86,6 +95,41 @@ pub struct Decoder {
     /// plan's replay of the allocator).
     _original_inv_freq: Tensor,
     lm_head: Option<Tensor>,
+    /// The fused decode kernels, when they run this model here.
+    kernels: Option<kernels::Kernels>,
+    /// What runs the decode steps' small operations, for the document.
+    pub decode_kernels: String,
+}
+
+/// The fused kernels for `spec` in `kind` on `device`, or why not (`LAB_DECODE_KERNELS`,
+/// the CPU, an unsupported model, NVRTC missing or failing).
+fn decode_kernels(
+    spec: &DecoderSpec,
+    kind: Kind,
+    device: Device,
+) -> (Option<kernels::Kernels>, String) {
+    let fallback = |why: String| (None, format!("libtorch's kernels ({why})"));
+    let Device::Cuda(index) = device else {
+        return fallback("CPU".into());
+    };
+    let switch = std::env::var(kernels::SWITCH).unwrap_or_default();
+    if switch == "libtorch" {
+        return fallback(format!("{}=libtorch", kernels::SWITCH));
+    }
+    let own_gemv = switch != "cublas";
+    if let Some(why) = kernels::Kernels::unsupported(spec.head_dim, kind) {
+        return fallback(why);
+    }
+    let compiled = crate::compute_capability(index as i64).and_then(|(major, minor)| {
+        kernels::Kernels::compile(kind, spec.head_dim, major, minor, own_gemv)
+    });
+    match compiled {
+        Ok(k) => {
+            let text = k.description.clone();
+            (Some(k), text)
+        }
+        Err(why) => fallback(format!("fused kernels unavailable: {why}")),
+    }
 }
 
 /// Rotary inverse frequencies, float32 on `device` (`_compute_default_rope_parameters`,
@@ -315,6 +359,7 @@ impl Decoder {
         } else {
             Some(take("lm_head.weight".into())?)
         };
+        let (kernels, decode_kernels) = decode_kernels(spec, kind, device);
         Ok(Decoder {
             spec: spec.clone(),
             kind,
@@ -325,6 +370,8 @@ impl Decoder {
             inv_freq: inv,
             _original_inv_freq: original,
             lm_head,
+            kernels,
+            decode_kernels,
         })
     }
 
@@ -399,6 +446,12 @@ impl Decoder {
     ) -> Step<Tensor> {
         let size = ids.size();
         let (b, t) = (size[0], size[1]);
+        if let (1, Some(k)) = (t, &self.kernels) {
+            if b == 1 && self.b1_ready(k) {
+                return self.forward_b1(k, ids, positions, cache);
+            }
+            return self.forward_fused(k, ids, positions, cache);
+        }
         let (h, kvh, d) = (
             dim(self.spec.heads)?,
             dim(self.spec.kv_heads)?,
@@ -532,6 +585,155 @@ impl Decoder {
         let x = self.rms_norm(&x, &self.norm)?;
         let head = self.lm_head.as_ref().unwrap_or(&self.embed);
         x.f_linear(head, None::<Tensor>).map_err(err)
+    }
+}
+
+impl Decoder {
+    /// [`Self::forward`] for one new position per sequence with the fused kernels: per layer
+    /// the four products and four small kernels (`kernels.cu`); the residual stream `x` is
+    /// updated in place and `hidden` holds each norm's output.
+    fn forward_fused(
+        &self,
+        k: &kernels::Kernels,
+        ids: &Tensor,
+        position: &Tensor,
+        cache: &mut Cache,
+    ) -> Step<Tensor> {
+        let b = ids.size()[0];
+        let (h, d) = (dim(self.spec.heads)?, dim(self.spec.head_dim)?);
+        let inter = dim(self.spec.intermediate)?;
+        let eps = self.spec.rms_norm_eps;
+        let x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
+        let hidden = x.f_empty_like().map_err(err)?;
+        let first = self.layers.first().ok_or("the model has no layers")?;
+        k.add_rms_norm(&x, None, &first.input_norm, &hidden, eps)?;
+        let attn = Tensor::f_empty([b, 1, h * d], (self.kind, self.device)).map_err(err)?;
+        let act = Tensor::f_empty([b, 1, inter], (self.kind, self.device)).map_err(err)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let qkv = layer.qkv.forward(&hidden)?;
+            let qk_norm = layer.q_norm.as_ref().zip(layer.k_norm.as_ref());
+            k.attention(
+                &qkv,
+                &cache.keys[i],
+                &cache.values[i],
+                (&cache.cos, &cache.sin),
+                position,
+                qk_norm,
+                &attn,
+                kernels::AttentionShape {
+                    batch: b,
+                    heads: h,
+                    kv_heads: dim(self.spec.kv_heads)?,
+                    window: layer.window,
+                    scale: 1.0 / (d as f64).sqrt(),
+                    eps,
+                },
+            )?;
+            drop(qkv);
+            let out = layer.o.forward(&attn)?;
+            k.add_rms_norm(&x, Some(&out), &layer.post_norm, &hidden, eps)?;
+            drop(out);
+            let gate_up = layer.gate_up.forward(&hidden)?;
+            k.silu_mul(&gate_up, &act)?;
+            drop(gate_up);
+            let out = layer.down.forward(&act)?;
+            let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.input_norm);
+            k.add_rms_norm(&x, Some(&out), next, &hidden, eps)?;
+        }
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        hidden.f_linear(head, None::<Tensor>).map_err(err)
+    }
+
+    /// Whether a batch-1 step can run [`Self::forward_b1`]: the `gemv` kernels are on and take
+    /// every matrix.
+    fn b1_ready(&self, k: &kernels::Kernels) -> bool {
+        k.own_gemv
+            && k.gemv_fits(self.lm_head.as_ref().unwrap_or(&self.embed))
+            && self.layers.iter().all(|l| {
+                [
+                    &l.qkv.weight,
+                    &l.o.weight,
+                    &l.gate_up.weight,
+                    &l.down.weight,
+                ]
+                .into_iter()
+                .all(|w| k.gemv_fits(w))
+            })
+    }
+
+    /// [`Self::forward_fused`] for one sequence: the four products by the `gemv` kernels
+    /// (SiLU·mul in the gate/up one), so seven kernels per layer: RMSNorm, q/k/v, attention,
+    /// o, residual add + RMSNorm, gate/up, down.
+    fn forward_b1(
+        &self,
+        k: &kernels::Kernels,
+        ids: &Tensor,
+        position: &Tensor,
+        cache: &mut Cache,
+    ) -> Step<Tensor> {
+        let (h, d) = (dim(self.spec.heads)?, dim(self.spec.head_dim)?);
+        let width = dim(self.spec.hidden)?;
+        let eps = self.spec.rms_norm_eps;
+        let on = (self.kind, self.device);
+        let empty = |n: i64| Tensor::f_empty([1, 1, n], on).map_err(err);
+        let x = Tensor::f_embedding(&self.embed, ids, -1, false, false).map_err(err)?;
+        let hidden = x.f_empty_like().map_err(err)?;
+        let first = self.layers.first().ok_or("the model has no layers")?;
+        k.add_rms_norm(&x, None, &first.input_norm, &hidden, eps)?;
+        let attn = empty(h * d)?;
+        let act = empty(dim(self.spec.intermediate)?)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let qkv = empty(layer.qkv.weight.size()[0])?;
+            k.gemv(
+                &layer.qkv.weight,
+                &hidden,
+                layer.qkv.bias.as_ref(),
+                &qkv,
+                false,
+            )?;
+            let qk_norm = layer.q_norm.as_ref().zip(layer.k_norm.as_ref());
+            k.attention(
+                &qkv,
+                &cache.keys[i],
+                &cache.values[i],
+                (&cache.cos, &cache.sin),
+                position,
+                qk_norm,
+                &attn,
+                kernels::AttentionShape {
+                    batch: 1,
+                    heads: h,
+                    kv_heads: dim(self.spec.kv_heads)?,
+                    window: layer.window,
+                    scale: 1.0 / (d as f64).sqrt(),
+                    eps,
+                },
+            )?;
+            drop(qkv);
+            let out = empty(width)?;
+            k.gemv(&layer.o.weight, &attn, layer.o.bias.as_ref(), &out, false)?;
+            k.add_rms_norm(&x, Some(&out), &layer.post_norm, &hidden, eps)?;
+            k.gemv(
+                &layer.gate_up.weight,
+                &hidden,
+                layer.gate_up.bias.as_ref(),
+                &act,
+                true,
+            )?;
+            k.gemv(
+                &layer.down.weight,
+                &act,
+                layer.down.bias.as_ref(),
+                &out,
+                false,
+            )?;
+            let next = self.layers.get(i + 1).map_or(&self.norm, |l| &l.input_norm);
+            k.add_rms_norm(&x, Some(&out), next, &hidden, eps)?;
+        }
+        let logits = empty(dim(self.spec.vocab)?)?;
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
+        k.gemv(head, &hidden, None, &logits, false)?;
+        Ok(logits)
     }
 }
 

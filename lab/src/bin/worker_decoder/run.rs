@@ -62,8 +62,9 @@ fn row<T>(
     Ok((row, result))
 }
 
-/// Runs every phase of `run` on `cuda:index`; the rows in order.
-pub fn measure(run: &ModelRun) -> Result<Vec<ModelPhaseRow>, ModelFailure> {
+/// Runs every phase of `run` on `cuda:index`; the rows in order, and what ran the decode
+/// steps' small operations ([`Decoder::decode_kernels`]).
+pub fn measure(run: &ModelRun) -> Result<(Vec<ModelPhaseRow>, String), ModelFailure> {
     let _inference = crate::InferenceMode::enter();
     let index = run.device_index;
     let device = Device::Cuda(index as usize);
@@ -179,8 +180,9 @@ pub fn measure(run: &ModelRun) -> Result<Vec<ModelPhaseRow>, ModelFailure> {
             &mut rows,
         )?;
     }
+    let kernels = model.decode_kernels.clone();
     drop((state, cache, ids, positions, model));
-    Ok(rows)
+    Ok((rows, kernels))
 }
 
 /// `--graph`: capture one decode step and replay it `steps` times, one row per replay.
