@@ -27,7 +27,7 @@
 //!   latents (27 products, 42.8 ms), two strided copies of the decompressed keys and values
 //!   (54 kernels, 57.6 ms: 145 GB read and written at 0.52 of the bandwidth, as
 //!   [`ELEMENTWISE_BANDWIDTH`]) and SDPA over them (cuDNN, 18.8 ms; with the widths 192 and
-//!   128 it runs at 0.80–0.83 of the bandwidth, `gaps-sdpa-mla.csv`, near equal widths' 0.94).
+//!   128 it runs at 0.80–0.84 of the bandwidth, `gaps-sdpa-mla.csv`, near equal widths' 0.94).
 //! - Mixture-of-experts layers run `grouped_mm_experts_forward`
 //!   (`src/transformers/integrations/moe.py`, commit 8b584a6): two grouped products and
 //!   [`EXPERT_ROUTING_KERNELS`] kernels of routing, sorting and gathering.
@@ -55,12 +55,14 @@ pub enum Engine {
     Transformers,
 }
 
-/// Fixed GPU time of one dense product, seconds: 6.5 µs. With it, one product takes
-/// `6.5 µs + max(bytes / (bandwidth_efficiency · bandwidth), FLOPs / (compute_efficiency ·
-/// peak))`. Fitted on the 1,124 bf16 rows of `examples/h200/time/calibration-matmul.csv`
-/// (measured on H200) over the 63 shapes of ≥ 30 MB: median error 4.0 %, 90th percentile 9.5 %.
-/// It is why a 4096×4096 product at m = 1 reaches only 46 % of the bandwidth and a
-/// 128256×4096 one 88 %.
+/// Fixed GPU time of one dense product in a transformers step, seconds: 3.6 µs. With it, one
+/// product takes `3.6 µs + max(bytes / (bandwidth_efficiency · bandwidth), FLOPs /
+/// (compute_efficiency · peak))`. Timed alone (`examples/h200/time/calibration-matmul.csv`,
+/// 1,124 bf16 rows on the H200, fit over the 63 shapes of ≥ 30 MB) a product costs 6.5 µs +
+/// its bytes at 0.854 (median error 4.0 %, p90 9.5 %); in a step, back to back with the
+/// layer's other kernels, `torch.profiler` on the H200 (`examples/h200/time/gaps-profile.csv`)
+/// gives Llama-3.1-8B's 225 products at batch 1 4.48 ms of kernel time (their split-K
+/// reductions included) for 15.0 GB: 3.6 µs each besides the bytes at 0.854.
 pub const PRODUCT_FIXED_S: Decimal = dec(36, 7);
 
 /// Fixed GPU time of one grouped expert product (`F.grouped_mm`), seconds: 18 µs; fitted on
