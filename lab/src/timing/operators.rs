@@ -886,6 +886,105 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_that_reaches_the_window_attends_the_full_square_in_transformers() {
+        let shape = from_architecture(&crate::timing::parse_config(include_str!(
+            "../../../examples/models/mistral-7b-v0.1/config.json"
+        )));
+        let prefill = |t: u64| {
+            let step = Step {
+                batch: 2,
+                new: t,
+                past: 0,
+                cache: t + 1,
+            };
+            step_ops(&shape, step, &widths(), Engine::Transformers)
+                .into_iter()
+                .filter(|o| o.name == "attention")
+                .collect::<Vec<Op>>()
+        };
+        // Window 4096: below it the causal kernel over the triangle; from it on, every query
+        // against every key at a 128-wide head's FLOPs (4·128 per pair and head).
+        for t in [100u64, 4095] {
+            let ops = prefill(t);
+            assert_eq!(ops.len(), 32);
+            assert!(ops.iter().all(|o| o.kind == Kind::Attention), "{t}");
+            assert_eq!(
+                ops[0].flops,
+                Decimal::TWO * pairs(0, t, Some(4096)) * Decimal::from(2 * 32 * 256u64)
+            );
+        }
+        for t in [4096u64, 10_000] {
+            let ops = prefill(t);
+            assert!(ops.iter().all(|o| o.kind == Kind::MaskedAttention), "{t}");
+            assert_eq!(ops[0].flops, Decimal::from(2 * t * t * 32 * 512));
+            assert_eq!(ops[0].tokens, t);
+        }
+        // Decode never takes the masked path.
+        let step = Step {
+            batch: 1,
+            new: 1,
+            past: 9000,
+            cache: 9001,
+        };
+        assert!(step_ops(&shape, step, &widths(), Engine::Transformers)
+            .iter()
+            .all(|o| o.kind != Kind::MaskedAttention));
+    }
+
+    #[test]
+    fn transformers_decompresses_the_whole_latent_cache_every_decode_step() {
+        let arch = crate::timing::parse_config(include_str!(
+            "../../../examples/models/deepseek-v2-lite/config.json"
+        ));
+        let shape = from_architecture(&arch);
+        for (batch, cache) in [(1u64, 512u64), (64, 4096)] {
+            let step = Step {
+                batch,
+                new: 1,
+                past: cache - 1,
+                cache,
+            };
+            let ops = step_ops(&shape, step, &widths(), Engine::Transformers);
+            let kv_b: Vec<&Op> = ops.iter().filter(|o| o.name == "kv_b").collect();
+            assert_eq!(kv_b.len() as u64, arch.layers);
+            // kv_b_proj (512 → 16 × (128 + 128)) over every cached latent of every sequence.
+            let rows = Decimal::from(batch * cache);
+            assert_eq!(
+                kv_b[0].flops,
+                Decimal::TWO * rows * Decimal::from(512u64 * 4096)
+            );
+            // The decompressed keys (192 wide) and values (128) written and read once.
+            let copies: Vec<&Op> = ops
+                .iter()
+                .filter(|o| o.name == "decompress_copies")
+                .collect();
+            assert_eq!(
+                copies[0].other_bytes,
+                rows * Decimal::from(2 * 16 * 320 * 2u64)
+            );
+            // The cache write is the latent: 576 values per token.
+            let att = ops.iter().find(|o| o.name == "attention").unwrap();
+            let read = rows * Decimal::from(16 * 320 * 2u64);
+            let q_and_out = Decimal::from(batch * 16 * 320 * 2);
+            assert_eq!(
+                att.other_bytes,
+                read + Decimal::from(batch * 576 * 2) + q_and_out
+            );
+        }
+        // A prefill runs kv_b on the prompt's tokens only, as a product per layer.
+        let step = Step {
+            batch: 1,
+            new: 1000,
+            past: 0,
+            cache: 1001,
+        };
+        let ops = step_ops(&shape, step, &widths(), Engine::Transformers);
+        assert!(ops.iter().all(|o| o.name != "decompress_copies"));
+        let kv_b = ops.iter().find(|o| o.name == "kv_b").unwrap();
+        assert_eq!(kv_b.flops, Decimal::from(2 * 1000 * 512 * 4096u64));
+    }
+
+    #[test]
     fn sliding_layers_stop_reading_past_their_window() {
         let arch = crate::timing::parse_config(include_str!(
             "../../../examples/models/gemma-2-2b/config.json"

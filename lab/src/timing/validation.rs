@@ -564,7 +564,7 @@ fn statistics(rows: &[&Replayed]) -> (Decimal, Decimal, Decimal) {
 #[test]
 fn the_h200_measurements_replayed_hold_their_targets() {
     let rows = replay();
-    assert!(rows.len() >= 250, "{}", rows.len());
+    assert!(rows.len() >= 335, "{}", rows.len());
     for r in &rows {
         assert!(
             r.ceiling <= r.measured,
