@@ -3,7 +3,10 @@
 
 Usage (from the repository root, after `cargo build --bin lab` and `cargo xtask dist`):
 
-    python3 docs/check-examples.py [--lab target/debug/lab] [FILE.md ...]
+    python3 docs/check-examples.py [--lab target/debug/lab] [--fix] [FILE.md ...]
+
+`--fix` writes each differing output into the document in place of the one shown (review the
+diff before committing: a changed output may be a regression, not a new truth).
 
 A `console` block is checked when every command in it (lines starting with `$ `) is one of
 `lab ...` (or `target/release/lab ...`, as README's tour writes it), `cp ...`, `sed ...` or
@@ -47,13 +50,15 @@ def blocks(text):
 
 
 def commands(block):
-    """Splits a block into (command, expected output lines); joins `\\` continuations."""
+    """Splits a block into (command, expected output lines, index in the block of the first
+    output line); joins `\\` continuations."""
     out = []
-    for line in block:
+    for i, line in enumerate(block):
         if line.startswith("$ "):
-            out.append([line[2:], []])
+            out.append([line[2:], [], i + 1])
         elif out and out[-1][0].endswith("\\") and not out[-1][1]:
             out[-1][0] = out[-1][0][:-1].rstrip() + " " + line.strip()
+            out[-1][2] = i + 1
         elif out:
             out[-1][1].append(line)
         else:
@@ -64,6 +69,7 @@ def commands(block):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lab", default=os.path.join("target", "debug", "lab"))
+    parser.add_argument("--fix", action="store_true", help="write the actual outputs into the documents")
     parser.add_argument("files", nargs="*")
     args = parser.parse_args()
     root = os.getcwd()
@@ -73,13 +79,14 @@ def main():
     for name in files:
         with open(name, encoding="utf-8") as handle:
             text = handle.read()
+        fixes = []  # (first line index in the file, number of lines, replacement lines)
         for line_no, block in blocks(text):
             cmds = commands(block)
             if (
                 not cmds
-                or any(not c.startswith(ALLOWED) for c, _ in cmds)
-                or any("cuda:" in c for c, _ in cmds)
-                or any("…" in "\n".join(o) for _, o in cmds)
+                or any(not c.startswith(ALLOWED) for c, _, _ in cmds)
+                or any("cuda:" in c for c, _, _ in cmds)
+                or any("…" in "\n".join(o) for _, o, _ in cmds)
             ):
                 skipped += 1
                 continue
@@ -90,7 +97,7 @@ def main():
                     if os.path.isdir(source):
                         shutil.copytree(source, os.path.join(scratch, folder))
                 env = dict(os.environ, PATH=os.path.dirname(lab) + os.pathsep + os.environ["PATH"])
-                for command, expected in cmds:
+                for command, expected, first in cmds:
                     for prefix in ("lab ", "target/release/lab "):
                         if command.startswith(prefix):
                             command = shlex_quote(lab) + command[len(prefix) - 1 :]
@@ -108,6 +115,8 @@ def main():
                         want.pop()
                     if actual != want:
                         failed += 1
+                        blank = expected[len(want):]
+                        fixes.append((line_no - 1 + first, len(expected), actual + blank))
                         print(f"{name}:{line_no}: $ {command}")
                         sys.stdout.writelines(
                             line + "\n"
@@ -115,6 +124,13 @@ def main():
                                 want, actual, "shown", "actual", lineterm=""
                             )
                         )
+        if args.fix and fixes:
+            lines = text.split("\n")
+            for start, count, new in sorted(fixes, reverse=True):
+                lines[start : start + count] = new
+            with open(name, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(lines))
+            print(f"{name}: {len(fixes)} outputs written")
     print(f"{checked} blocks checked, {skipped} skipped, {failed} outputs differ")
     return 1 if failed else 0
 

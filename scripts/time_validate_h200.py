@@ -31,7 +31,9 @@ step), prompt tokens, median seconds (decimal string, to the nanosecond), repeti
 min and max, peak allocated bytes during the point, the cache's bytes, and a note.
 
 Usage: time_validate_h200.py OUT_DIR --models-dir DIR --only NAME[,NAME...] [--training]
-       [--tag TAG] [--dry-run]   (--dry-run: CPU, 2-layer tiny copies of the configs)
+       [--tag TAG] [--batches B,..] [--contexts C,..] [--no-prefill] [--no-graphs] [--no-moe-loop]
+       [--eager-reps N (10)] [--prefill-reps N (5)] [--dry-run]
+       (--dry-run: CPU, 2-layer tiny copies of the configs)
 Writes OUT_DIR/measured-TAG.csv, OUT_DIR/measured-TAG.json, OUT_DIR/measured-TAG-log.txt.
 """
 
@@ -293,8 +295,8 @@ def decode_one(model, label, experts, batch, context, vocab, graphs):
         step()
     sync()
     samples = []
-    budget = time.perf_counter() + (0.05 if ARGS.dry_run else 2.0)
-    while len(samples) < 10 and (len(samples) < 3 or time.perf_counter() < budget):
+    budget = time.perf_counter() + (0.05 if ARGS.dry_run else 2.0 * ARGS.eager_reps / 10)
+    while len(samples) < ARGS.eager_reps and (len(samples) < 3 or time.perf_counter() < budget):
         set_position(cache, context - 1)
         sync()
         t = Timer()
@@ -304,7 +306,7 @@ def decode_one(model, label, experts, batch, context, vocab, graphs):
         sync()
         samples.append(t.seconds())
     row(label, "eager", "decode", batch, context, 0, samples, peak(), kv, experts)
-    if not graphs or DEV != "cuda":
+    if not graphs or ARGS.no_graphs or DEV != "cuda":
         return
     note = ""
     samples = []
@@ -356,7 +358,7 @@ def prefill_points(model, label, experts, prompts):
             sync()
             peak_reset()
             samples = []
-            reps = 5 if p <= 4096 else 3
+            reps = (5 if p <= 4096 else 3) * ARGS.prefill_reps // 5
             for _ in range(reps):
                 t = Timer()
                 sync()
@@ -463,6 +465,10 @@ def main():
     p.add_argument("--batches", default="", help="comma list replacing BATCHES")
     p.add_argument("--contexts", default="", help="comma list replacing CONTEXTS")
     p.add_argument("--no-prefill", action="store_true")
+    p.add_argument("--no-graphs", action="store_true", help="eager decode only")
+    p.add_argument("--no-moe-loop", action="store_true", help="skip the per-expert-loop comparison rows")
+    p.add_argument("--eager-reps", type=int, default=10, help="eager decode repetitions (time budget scales)")
+    p.add_argument("--prefill-reps", type=int, default=5, help="prefill repetitions up to 4K (3/5 of it above)")
     p.add_argument("--dry-run", action="store_true")
     ARGS = p.parse_args()
     DEV = "cpu" if ARGS.dry_run else "cuda"
@@ -501,7 +507,7 @@ def main():
         save()
         prefill_points(model, name, experts, prompts)
         save()
-        if c.model_type in MOE and prompts:
+        if c.model_type in MOE and prompts and not ARGS.no_moe_loop:
             # The per-expert loop, eager, batch 1: for comparison with grouped_mm.
             try:
                 model.set_experts_implementation("eager")

@@ -252,6 +252,11 @@ pub enum Kind {
     Repeat,
     /// A full sliding-window layer's roll of its window (split like attention).
     Roll,
+    /// Prefill attention against an explicit boolean mask (a sliding window the prompt has
+    /// reached): the full square of queries × keys at [`engine::MASKED_PREFILL_ATTENTION`];
+    /// its `flops` are those of that square at [`engine::MASKED_PAIR_WIDTH`] (split like
+    /// attention).
+    MaskedAttention,
 }
 
 /// One operator of one step.
@@ -502,16 +507,22 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
         kernels,
         tokens: 0,
     };
+    // The embedding, and the step's kernels outside its layers but the final norm and the
+    // head ([`engine::STEP_KERNELS`]).
     let mut ops = vec![elementwise(
         "embedding",
         Decimal::TWO * nd * Decimal::from(h) * w.activation,
-        1,
+        engine::STEP_KERNELS - 9,
     )];
     for layer in &shape.layers {
         let a = &layer.attention;
         let fused = shape.fused_projections && a.latent.is_none();
         if fused || a.latent.is_some() {
             for l in &layer.attention_linears {
+                // Decode with latent attention: `kv_b` runs over the whole cache (below).
+                if l.name == "kv_b" && step.new == 1 {
+                    continue;
+                }
                 ops.push(matmul(l.name, n, l.k, l.n, w));
             }
         } else {
@@ -521,8 +532,9 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
             ops.push(matmul("v", n, h, a.kv_heads * a.v_dim, w));
             ops.push(matmul("o", n, a.heads * a.v_dim, h, w));
         }
-        // Latent attention: transformers caches the decompressed keys and values, one per
-        // query head; otherwise the grouped cache.
+        // Latent attention: transformers caches the latent and decompresses the keys and
+        // values of the whole cache every step, one per query head, which SDPA reads;
+        // otherwise the grouped cache.
         let (kv_heads, width) = match a.latent {
             Some(_) => (a.heads, a.qk_dim + a.v_dim),
             None => (a.kv_heads, a.qk_dim + a.v_dim),
@@ -530,10 +542,30 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
         let heads = Decimal::from(a.heads);
         let per_head = Decimal::from(width) * w.kv;
         let q_and_out = nd * heads * Decimal::from(a.qk_dim + a.v_dim) * w.activation;
-        let written = nd * Decimal::from(kv_heads) * per_head;
+        let written = match a.latent {
+            Some((c, r)) => nd * Decimal::from(c + r) * w.kv,
+            None => nd * Decimal::from(kv_heads) * per_head,
+        };
         if step.new == 1 {
             let cache = step.cache.max(step.past + 1);
             let kept = Decimal::from(a.window.map_or(cache, |win| cache.min(win)));
+            if let Some((c, r)) = a.latent {
+                // `kv_b_proj` over every cached latent, then the split keys and values copied
+                // into the keys (`cat` with the rotary part) and a contiguous value tensor:
+                // read and written once each (`super::engine`'s module text).
+                let rows = step.batch * cache;
+                let out = a.heads * (a.qk_dim - r + a.v_dim);
+                ops.push(matmul("kv_b", rows, c, out, w));
+                ops.push(elementwise(
+                    "decompress_copies",
+                    Decimal::TWO
+                        * Decimal::from(rows)
+                        * heads
+                        * Decimal::from(a.qk_dim + a.v_dim)
+                        * w.activation,
+                    2,
+                ));
+            }
             ops.push(Op {
                 name: "attention",
                 kind: Kind::DecodeAttention,
@@ -569,6 +601,25 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
                     tokens: 0,
                 });
             }
+        } else if let Some(win) = a.window.filter(|win| step.past + step.new >= *win) {
+            // The prompt reached the window: transformers passes an explicit mask, and SDPA
+            // attends every query to every key of the prompt and the cache.
+            let total = step.past + step.new;
+            ops.push(Op {
+                name: "attention",
+                kind: Kind::MaskedAttention,
+                flops: b
+                    * Decimal::from(step.new)
+                    * Decimal::from(total)
+                    * heads
+                    * Decimal::from(4 * engine::MASKED_PAIR_WIDTH),
+                weight_bytes: Decimal::ZERO,
+                other_bytes: b * Decimal::from(total.min(win)) * Decimal::from(kv_heads) * per_head
+                    + written
+                    + q_and_out,
+                kernels: 1,
+                tokens: total,
+            });
         } else {
             let total = step.past + step.new;
             let kept = a.window.map_or(total, |win| total.min(win));
@@ -628,13 +679,15 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
                 (
                     intermediate * per_token + shared,
                     engine::EXPERT_ROUTING_KERNELS,
-                    assignments * Decimal::from(engine::ROUTING_BYTES_PER_ASSIGNMENT * h),
+                    assignments
+                        * Decimal::from(engine::routing_bytes_per_assignment(h, intermediate)),
                 )
             }
         };
         let per_token = engine::elementwise_bytes_per_token(
             h,
             shape.norms,
+            shape.qk_norm,
             a.heads * a.qk_dim,
             kv_heads * a.qk_dim,
             intermediate,
@@ -643,7 +696,13 @@ fn transformers_ops(shape: &Shape, step: Step, w: &Widths) -> Vec<Op> {
         ops.push(elementwise(
             "elementwise",
             (nd * Decimal::from(per_token) + routed_bytes) * w.activation / Decimal::TWO,
-            engine::kernels_per_layer(shape.norms, shape.qk_norm) + routing,
+            engine::kernels_per_layer(shape.norms, shape.qk_norm)
+                + routing
+                + if step.new == 1 {
+                    engine::DECODE_EXTRA_KERNELS
+                } else {
+                    0
+                },
         ));
     }
     // The final RMSNorm, then the head on the last position of each sequence.
@@ -824,6 +883,105 @@ mod tests {
             Decimal::from(1000 * 2 * arch.heads * (2 * l.kv_lora_rank + l.qk_rope_head_dim))
         );
         assert_eq!(att[0].kind, Kind::Attention);
+    }
+
+    #[test]
+    fn a_prompt_that_reaches_the_window_attends_the_full_square_in_transformers() {
+        let shape = from_architecture(&crate::timing::parse_config(include_str!(
+            "../../../examples/models/mistral-7b-v0.1/config.json"
+        )));
+        let prefill = |t: u64| {
+            let step = Step {
+                batch: 2,
+                new: t,
+                past: 0,
+                cache: t + 1,
+            };
+            step_ops(&shape, step, &widths(), Engine::Transformers)
+                .into_iter()
+                .filter(|o| o.name == "attention")
+                .collect::<Vec<Op>>()
+        };
+        // Window 4096: below it the causal kernel over the triangle; from it on, every query
+        // against every key at a 128-wide head's FLOPs (4·128 per pair and head).
+        for t in [100u64, 4095] {
+            let ops = prefill(t);
+            assert_eq!(ops.len(), 32);
+            assert!(ops.iter().all(|o| o.kind == Kind::Attention), "{t}");
+            assert_eq!(
+                ops[0].flops,
+                Decimal::TWO * pairs(0, t, Some(4096)) * Decimal::from(2 * 32 * 256u64)
+            );
+        }
+        for t in [4096u64, 10_000] {
+            let ops = prefill(t);
+            assert!(ops.iter().all(|o| o.kind == Kind::MaskedAttention), "{t}");
+            assert_eq!(ops[0].flops, Decimal::from(2 * t * t * 32 * 512));
+            assert_eq!(ops[0].tokens, t);
+        }
+        // Decode never takes the masked path.
+        let step = Step {
+            batch: 1,
+            new: 1,
+            past: 9000,
+            cache: 9001,
+        };
+        assert!(step_ops(&shape, step, &widths(), Engine::Transformers)
+            .iter()
+            .all(|o| o.kind != Kind::MaskedAttention));
+    }
+
+    #[test]
+    fn transformers_decompresses_the_whole_latent_cache_every_decode_step() {
+        let arch = crate::timing::parse_config(include_str!(
+            "../../../examples/models/deepseek-v2-lite/config.json"
+        ));
+        let shape = from_architecture(&arch);
+        for (batch, cache) in [(1u64, 512u64), (64, 4096)] {
+            let step = Step {
+                batch,
+                new: 1,
+                past: cache - 1,
+                cache,
+            };
+            let ops = step_ops(&shape, step, &widths(), Engine::Transformers);
+            let kv_b: Vec<&Op> = ops.iter().filter(|o| o.name == "kv_b").collect();
+            assert_eq!(kv_b.len() as u64, arch.layers);
+            // kv_b_proj (512 → 16 × (128 + 128)) over every cached latent of every sequence.
+            let rows = Decimal::from(batch * cache);
+            assert_eq!(
+                kv_b[0].flops,
+                Decimal::TWO * rows * Decimal::from(512u64 * 4096)
+            );
+            // The decompressed keys (192 wide) and values (128) written and read once.
+            let copies: Vec<&Op> = ops
+                .iter()
+                .filter(|o| o.name == "decompress_copies")
+                .collect();
+            assert_eq!(
+                copies[0].other_bytes,
+                rows * Decimal::from(2 * 16 * 320 * 2u64)
+            );
+            // The cache write is the latent: 576 values per token.
+            let att = ops.iter().find(|o| o.name == "attention").unwrap();
+            let read = rows * Decimal::from(16 * 320 * 2u64);
+            let q_and_out = Decimal::from(batch * 16 * 320 * 2);
+            assert_eq!(
+                att.other_bytes,
+                read + Decimal::from(batch * 576 * 2) + q_and_out
+            );
+        }
+        // A prefill runs kv_b on the prompt's tokens only, as a product per layer.
+        let step = Step {
+            batch: 1,
+            new: 1000,
+            past: 0,
+            cache: 1001,
+        };
+        let ops = step_ops(&shape, step, &widths(), Engine::Transformers);
+        assert!(ops.iter().all(|o| o.name != "decompress_copies"));
+        let kv_b = ops.iter().find(|o| o.name == "kv_b").unwrap();
+        assert_eq!(kv_b.flops, Decimal::from(2 * 1000 * 512 * 4096u64));
     }
 
     #[test]

@@ -256,8 +256,8 @@ fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_kernel_costs() {
         .map(|o| {
             let b = o.weight_bytes + o.other_bytes;
             match o.kind {
-                // 6.5 us + bytes at 0.854 of the bandwidth (bandwidth-bound at m = 1).
-                Kind::Matmul => Decimal::new(65, 7) + b / (bw * Decimal::new(854, 3)),
+                // 3.6 us + bytes at 0.854 of the bandwidth (bandwidth-bound at m = 1).
+                Kind::Matmul => Decimal::new(36, 7) + b / (bw * Decimal::new(854, 3)),
                 // SDPA: 17.9 us + 32 heads x 1026 keys x 512 B at 0.935.
                 Kind::DecodeAttention => Decimal::new(179, 7) + b / (bw * Decimal::new(935, 3)),
                 // repeat_kv: 8 + 32 heads' keys and values of 1026 tokens at 0.229.
@@ -271,10 +271,12 @@ fn decode_at_batch_one_is_the_bytes_over_the_bandwidth_plus_the_kernel_costs() {
         })
         .sum();
     assert_eq!(g.expected.tpot_s, super::decision::round(by_hand, 6));
-    // Eager: the host's 13.3 us per kernel, slower than the GPU here.
+    // Eager: the host's 22 us per kernel, slower than the GPU here; 1723 kernels, as
+    // torch.profiler counted them on the H200 (gaps-profile.csv).
     let kernels: u64 = ops.iter().map(|o| o.kernels).sum();
-    assert_eq!(kernels, 1 + 32 * (7 + 1 + 2 + 33) + 8 + 1);
-    let host = Decimal::from(kernels) * Decimal::new(133, 7);
+    assert_eq!(kernels, 27 + 32 * (7 + 1 + 2 + 35 + 8));
+    assert_eq!(kernels, 1723);
+    let host = Decimal::from(kernels) * Decimal::new(220, 7);
     assert!(host > by_hand);
     assert_eq!(s.expected.tpot_s, super::decision::round(host, 6));
 }
@@ -293,8 +295,9 @@ fn worked_example_llama_8b_h200_decode_step() {
     );
     let s = first(&t).setup.as_ref().unwrap();
     assert_eq!(s.ceiling.tpot_s.to_string(), "0.003157");
-    // Eager: 1386 kernels launched at 13.3 us each (host-bound).
-    assert_eq!(s.expected.tpot_s.to_string(), "0.018434");
+    // Eager: 1723 kernels launched at 22 us each (host-bound; measured 0.0332 to 0.0542 s at
+    // context 512 in three machine starts, measured-dense.csv, measured-repeat*.csv).
+    assert_eq!(s.expected.tpot_s.to_string(), "0.037906");
     let g = run(
         "../examples/models/llama-3.1-8b",
         "bf16",
@@ -314,7 +317,7 @@ fn worked_example_llama_8b_h200_decode_step() {
             .expected
             .tpot_s
             .to_string(),
-        "0.008134"
+        "0.008021"
     );
 }
 
@@ -477,6 +480,7 @@ fn replay() -> Vec<Replayed> {
         include_str!("../../../examples/h200/time/measured-sliding.csv"),
         include_str!("../../../examples/h200/time/measured-moe.csv"),
         include_str!("../../../examples/h200/time/measured-repeat.csv"),
+        include_str!("../../../examples/h200/time/measured-repeat2.csv"),
     ];
     let mut out = Vec::new();
     for line in files.iter().flat_map(|f| f.lines().skip(1)) {
@@ -560,7 +564,7 @@ fn statistics(rows: &[&Replayed]) -> (Decimal, Decimal, Decimal) {
 #[test]
 fn the_h200_measurements_replayed_hold_their_targets() {
     let rows = replay();
-    assert!(rows.len() >= 250, "{}", rows.len());
+    assert!(rows.len() >= 335, "{}", rows.len());
     for r in &rows {
         assert!(
             r.ceiling <= r.measured,
@@ -571,12 +575,13 @@ fn the_h200_measurements_replayed_hold_their_targets() {
     }
     // (median, p90, max) in percent that each class must not exceed.
     let held: [(&str, Bounds); 5] = [
-        (CLASSES[0].0, (6, 16, 78)),
-        (CLASSES[1].0, (32, 64, 79)),
-        (CLASSES[2].0, (33, 55, 69)),
-        (CLASSES[3].0, (40, 58, 58)),
+        (CLASSES[0].0, (6, 12, 20)),
+        (CLASSES[1].0, (12, 43, 64)),
+        (CLASSES[2].0, (8, 21, 35)),
+        (CLASSES[3].0, (15, 26, 32)),
         (CLASSES[4].0, (10, 11, 11)),
     ];
+    let mut failed = Vec::new();
     for (class, target) in CLASSES {
         let of: Vec<&Replayed> = rows.iter().filter(|r| r.class == class).collect();
         let (median, p90, max) = statistics(&of);
@@ -589,11 +594,13 @@ fn the_h200_measurements_replayed_hold_their_targets() {
             println!("  {:+.1} % {}", err, &r.line[..r.line.len().min(60)]);
         }
         let (_, (m, p, x)) = held.iter().find(|h| h.0 == class).copied().unwrap();
-        assert!(
-            median <= Decimal::from(m) && p90 <= Decimal::from(p) && max <= Decimal::from(x),
-            "{class}: median {median} %, p90 {p90} %, max {max} % (held to {m}/{p}/{x}, target {target:?})"
-        );
+        if median > Decimal::from(m) || p90 > Decimal::from(p) || max > Decimal::from(x) {
+            failed.push(format!(
+                "{class}: median {median} %, p90 {p90} %, max {max} % (held to {m}/{p}/{x}, target {target:?})"
+            ));
+        }
     }
+    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 /// torchtitan's published training throughput (docs/performance.md): Llama 3.1 8B with FSDP on
