@@ -1,4 +1,5 @@
-//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3) in libtorch.
+//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral)
+//! in libtorch (Mixtral's mixture of experts in [`moe`]).
 //!
 //! Computes what `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies)
 //! compute, with fewer kernels per layer (a decode step at batch 1 is a chain of small
@@ -24,12 +25,12 @@
 //! shapes and no host-side value in it, which is what lets it be captured in a CUDA graph
 //! and replayed ([`DecodeState`]).
 
+pub mod moe;
 pub mod run;
 
 use lab::decoder::weights::Sources;
 use lab::decoder::{DecoderSpec, Init, RopeScaling};
 use std::collections::HashMap;
-use std::io::{Read as _, Seek as _, SeekFrom};
 use tch::{Device, Kind, Tensor};
 
 /// A libtorch error as one line (the first line of its message).
@@ -65,9 +66,11 @@ struct Layer {
     o: Linear,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
-    /// `[gate; up]` stacked along the rows.
+    /// `[gate; up]` stacked along the rows (undefined tensors in a mixture-of-experts layer).
     gate_up: Linear,
     down: Linear,
+    /// The mixture of experts that replaces the MLP (Mixtral).
+    moe: Option<moe::SparseMoe>,
     input_norm: Tensor,
     post_norm: Tensor,
     window: Option<i64>,
@@ -223,21 +226,10 @@ impl Decoder {
                 }
                 WeightsFrom::Files(sources) => {
                     let src = &sources.tensors[i];
-                    let path = &sources.files[src.file];
-                    if files[src.file].is_none() {
-                        files[src.file] = Some(
-                            std::fs::File::open(path)
-                                .map_err(|e| format!("cannot open {}: {e}", path.display()))?,
-                        );
-                    }
-                    let file = files[src.file].as_mut().ok_or("file not open")?;
-                    let len = usize::try_from(src.end - src.begin).map_err(|e| e.to_string())?;
-                    host.resize(len, 0);
-                    file.seek(SeekFrom::Start(src.begin))
-                        .and_then(|_| file.read_exact(&mut host))
-                        .map_err(|e| {
-                            format!("cannot read {} from {}: {e}", t.name, path.display())
-                        })?;
+                    // Every piece of the tensor, one after the other (`TensorSource`).
+                    sources
+                        .read(i, &mut files, &mut host)
+                        .map_err(|e| format!("{}: {e}", t.name))?;
                     let stored = stored_kind(&src.dtype)?;
                     let cpu = Tensor::f_from_data_size(&host, &shape, stored).map_err(err)?;
                     let cpu = if stored == kind {
@@ -285,8 +277,27 @@ impl Decoder {
             };
             let qkv = linear("self_attn.qkv_proj", spec.qkv_bias)?;
             let o = linear("self_attn.o_proj", spec.o_bias)?;
-            let gate_up = linear("mlp.gate_up_proj", spec.mlp_bias)?;
-            let down = linear("mlp.down_proj", spec.mlp_bias)?;
+            let (gate_up, down, moe) = match spec.experts {
+                None => (
+                    linear("mlp.gate_up_proj", spec.mlp_bias)?,
+                    linear("mlp.down_proj", spec.mlp_bias)?,
+                    None,
+                ),
+                Some(routing) => {
+                    let none = || Linear {
+                        weight: Tensor::new(),
+                        bias: None,
+                    };
+                    let moe = moe::SparseMoe::new(
+                        routing,
+                        spec.intermediate,
+                        take(format!("{p}.mlp.gate.weight"))?,
+                        take(format!("{p}.mlp.experts.gate_up_proj"))?,
+                        take(format!("{p}.mlp.experts.down_proj"))?,
+                    )?;
+                    (none(), none(), Some(moe))
+                }
+            };
             let (q_norm, k_norm) = if spec.qk_norm {
                 (
                     Some(take(format!("{p}.self_attn.q_norm.weight"))?),
@@ -303,6 +314,7 @@ impl Decoder {
                 k_norm,
                 gate_up,
                 down,
+                moe,
                 input_norm: take(format!("{p}.input_layernorm.weight"))?,
                 post_norm: take(format!("{p}.post_attention_layernorm.weight"))?,
                 window,
@@ -510,6 +522,10 @@ impl Decoder {
             drop((residual, out));
             let residual = x;
             let hidden = self.rms_norm(&residual, &layer.post_norm)?;
+            if let Some(moe) = &layer.moe {
+                x = residual.f_add(&moe.forward(&hidden)?).map_err(err)?;
+                continue;
+            }
             let gate_up = layer.gate_up.forward(&hidden)?;
             drop(hidden);
             let act = gate_up
