@@ -11,9 +11,11 @@
 //!
 //! Families run: Llama, Mistral, Qwen2, Qwen3, Phi-3 (dense, grouped-query attention,
 //! SwiGLU, RMSNorm; Phi-3's q/k/v and gate/up are fused in the checkpoint itself) and
-//! Mixtral (Mistral's attention, every feed-forward a mixture of SwiGLU experts: [`Routing`]).
-//! Any other `model_type` — including those `lab plan` knows (Gemma, DeepSeek, Qwen-MoE) —
-//! is refused by name before any GPU work ([`MEASURED_FAMILIES`]).
+//! Mixtral (Mistral's attention, every feed-forward a mixture of SwiGLU experts: [`Routing`])
+//! and Gemma 2 (`(1 + weight)` RMSNorms, sandwich norms, GeGLU, the scaled embedding, soft
+//! caps, `query_pre_attn_scalar`, alternating windows: [`Gemma`]). Any other `model_type` —
+//! including those `lab plan` knows (Gemma 1 and 3, DeepSeek, Qwen-MoE) — is refused by name
+//! before any GPU work ([`MEASURED_FAMILIES`]).
 //!
 //! Mixtral's tensors are listed as `transformers` 5 materialises them (`MixtralSparseMoeBlock`
 //! in `modeling_mixtral.py`, 5.17: the router `mlp.gate.weight` `[E, H]`, then
@@ -40,7 +42,30 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `model_type`s `lab measure --model` runs.
-pub const MEASURED_FAMILIES: [&str; 6] = ["llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral"];
+pub const MEASURED_FAMILIES: [&str; 7] = [
+    "llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "gemma2",
+];
+
+/// What Gemma 2's forward adds (`Gemma2Config`, `modeling_gemma2.py`, transformers 5.17);
+/// the sandwich norms, the `(1 + weight)` norms, GeGLU and the embedding scale come with it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Gemma {
+    /// `attn_logit_softcapping`: attention scores become `tanh(s / cap) · cap`; `None` when
+    /// the config sets it null.
+    pub attn_softcap: Option<f64>,
+    /// `final_logit_softcapping`, the same on the logits.
+    pub final_softcap: Option<f64>,
+    /// `query_pre_attn_scalar`: the attention scale is its inverse square root.
+    pub query_pre_attn_scalar: f64,
+}
+
+/// `Gemma2Config` defaults (transformers 5.17) for absent keys: `attn_logit_softcapping`
+/// 50, `final_logit_softcapping` 30, `query_pre_attn_scalar` 256.
+const GEMMA2_DEFAULTS: [(&str, f64); 3] = [
+    ("attn_logit_softcapping", 50.0),
+    ("final_logit_softcapping", 30.0),
+    ("query_pre_attn_scalar", 256.0),
+];
 
 /// The router of a mixture-of-experts feed-forward (Mixtral): every token's `[E]` router
 /// logits (`x · gateᵀ`, in the activations' dtype) go through a float32 softmax, the
@@ -147,6 +172,9 @@ pub struct DecoderSpec {
     /// (Mixtral); `None`: the dense gated MLP.
     #[serde(default)]
     pub experts: Option<Routing>,
+    /// Gemma 2's forward ([`Gemma`]); `None` for the Llama-like families.
+    #[serde(default)]
+    pub gemma: Option<Gemma>,
     /// `initializer_range` for random weights (0.02 when the config does not say, the value of
     /// every one of the four configuration classes).
     pub initializer_range: f64,
@@ -175,9 +203,10 @@ impl DecoderSpec {
 ///
 /// # Errors
 /// [`Error::Usage`] (exit 2) for a family outside [`MEASURED_FAMILIES`] (named), a
-/// `hidden_act` other than `silu`, a rope type other than default, linear or llama3 (named),
-/// a missing `rms_norm_eps` or `rope_theta`, an odd `head_dim`, and a pre-quantized
-/// checkpoint.
+/// `hidden_act` other than `silu` (Gemma 2: a `hidden_activation` other than
+/// `gelu_pytorch_tanh`), a rope type other than default, linear or llama3 (named), a missing
+/// `rms_norm_eps` or `rope_theta`, an odd `head_dim`, experts other than Mixtral's, Gemma 2's
+/// bidirectional attention, and a pre-quantized checkpoint.
 pub fn from_model(model: &Model) -> Result<DecoderSpec> {
     build(&model.architecture, &model.config)
 }
@@ -206,6 +235,7 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
             | Family::Qwen3
             | Family::Phi3
             | Family::Mixtral
+            | Family::Gemma2
     ) {
         return Err(Error::usage(format!(
             "lab measure --model runs {} only: model_type \"{}\" is not supported by the measurement (lab plan can still plan it)",
@@ -219,11 +249,19 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
         )));
     }
     let field = |key: &str| value.get(key).filter(|v| !v.is_null());
-    if let Some(act) = field("hidden_act") {
-        if act.as_str() != Some("silu") {
+    // The activation each modeling file reads: Gemma 2's MLP `hidden_activation` (default
+    // `gelu_pytorch_tanh`; its configs' `hidden_act` is not read), the others' `hidden_act`.
+    let (act_key, act_wanted) = if family == Family::Gemma2 {
+        ("hidden_activation", "gelu_pytorch_tanh")
+    } else {
+        ("hidden_act", "silu")
+    };
+    if let Some(act) = field(act_key) {
+        if act.as_str() != Some(act_wanted) {
             return Err(Error::usage(format!(
-                "config.json: hidden_act {} is not supported (the measured families use silu)",
-                crate::text::excerpt(&act.to_string())
+                "config.json: {act_key} {} is not supported (model_type \"{}\" runs {act_wanted})",
+                crate::text::excerpt(&act.to_string()),
+                arch.model_type()
             )));
         }
     }
@@ -318,6 +356,11 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
             )))
         }
     };
+    let gemma = if family == Family::Gemma2 {
+        Some(gemma_of(value, &number)?)
+    } else {
+        None
+    };
     let mut spec = DecoderSpec {
         family: arch.model_type().to_owned(),
         hidden: arch.hidden,
@@ -337,6 +380,7 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
         qk_norm: arch.qk_norm,
         windows,
         experts,
+        gemma,
         initializer_range,
         tensors: Vec::new(),
     };
@@ -351,6 +395,38 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
 }
 
 type Number<'a> = dyn Fn(&str, &[Option<&Value>]) -> Result<Option<f64>> + 'a;
+
+/// Gemma 2's forward facts: each field as written, a null cap as no cap, an absent field as
+/// the class default ([`GEMMA2_DEFAULTS`]); `use_bidirectional_attention: true` is refused.
+fn gemma_of(value: &Value, number: &Number) -> Result<Gemma> {
+    if value
+        .get("use_bidirectional_attention")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return Err(Error::usage(
+            "config.json: use_bidirectional_attention is not supported by lab measure --model (causal decoders only)",
+        ));
+    }
+    let read = |key: &str| -> Result<Option<f64>> {
+        let default = GEMMA2_DEFAULTS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v);
+        match value.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(_) => number(key, &[Some(value)]),
+        }
+    };
+    Ok(Gemma {
+        attn_softcap: read("attn_logit_softcapping")?,
+        final_softcap: read("final_logit_softcapping")?,
+        query_pre_attn_scalar: read("query_pre_attn_scalar")?.ok_or_else(|| {
+            Error::usage("config.json: query_pre_attn_scalar must be a positive number, found null")
+        })?,
+    })
+}
 
 fn rope_scaling_of(scaling: Option<&Value>, number: &Number) -> Result<RopeScaling> {
     let Some(scaling) = scaling else {
@@ -476,14 +552,31 @@ fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
                 push(format!("{p}.mlp.{name}.bias"), vec![rows], Init::Zeros);
             }
         }
-        push(format!("{p}.input_layernorm.weight"), vec![h], Init::Ones);
+        // `Gemma2RMSNorm` weights are zeros (the norm multiplies by `1 + weight`,
+        // `Gemma2PreTrainedModel._init_weights`); Gemma 2 has four per layer.
+        let norm_init = if spec.gemma.is_some() {
+            Init::Zeros
+        } else {
+            Init::Ones
+        };
+        push(format!("{p}.input_layernorm.weight"), vec![h], norm_init);
         push(
             format!("{p}.post_attention_layernorm.weight"),
             vec![h],
-            Init::Ones,
+            norm_init,
         );
+        if spec.gemma.is_some() {
+            for name in ["pre_feedforward_layernorm", "post_feedforward_layernorm"] {
+                push(format!("{p}.{name}.weight"), vec![h], norm_init);
+            }
+        }
     }
-    push("model.norm.weight".into(), vec![h], Init::Ones);
+    let norm_init = if spec.gemma.is_some() {
+        Init::Zeros
+    } else {
+        Init::Ones
+    };
+    push("model.norm.weight".into(), vec![h], norm_init);
     if !spec.tied_embeddings {
         push("lm_head.weight".into(), vec![v, h], Init::Normal);
     }

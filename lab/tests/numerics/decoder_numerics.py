@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The worker's decoder forward against transformers', on the CPU, for tiny random configs
-of every family `lab measure --model` runs (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral).
+of every family `lab measure --model` runs (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral,
+Gemma 2).
 
 For each case: build the transformers model (eager attention) from a tiny config, give every
 parameter a seeded random value (norm weights around 1, biases non-zero, so that every term
@@ -128,6 +129,35 @@ CASES = {
         num_key_value_heads=4,
         tie_word_embeddings=True,
     ),
+    # Gemma 2: (1 + weight) norms (weights near 1, so 1 + w near 2), sandwich norms, GeGLU,
+    # embedding times sqrt(48) rounded to the dtype, attention scale query_pre_attn_scalar^-0.5
+    # unrelated to head_dim, soft caps small enough to bite (scores and logits are of order
+    # 1), every other layer sliding from the first with a window shorter than the prompt.
+    "gemma2-softcaps-sliding": dict(
+        model_type="gemma2",
+        hidden_size=48,
+        head_dim=24,
+        rope_theta=10000.0,
+        query_pre_attn_scalar=20,
+        attn_logit_softcapping=1.0,
+        final_logit_softcapping=4.0,
+        sliding_window=4,
+        hidden_activation="gelu_pytorch_tanh",
+        tie_word_embeddings=True,
+    ),
+    # Gemma 2 without caps (null), layer_types listing the windows (full first), untied head.
+    "gemma2-no-caps-layer-types": dict(
+        model_type="gemma2",
+        head_dim=16,
+        rope_theta=10000.0,
+        query_pre_attn_scalar=16,
+        attn_logit_softcapping=None,
+        final_logit_softcapping=None,
+        sliding_window=3,
+        layer_types=["full_attention", "sliding_attention"],
+        hidden_activation="gelu_pytorch_tanh",
+        tie_word_embeddings=False,
+    ),
 }
 
 # Cases whose saved safetensors are rewritten into the other Mixtral expert layout.
@@ -177,6 +207,14 @@ CONTROLS = {
     "qwen3-qk-norm": ("rms_norm_eps x 1e5", lambda c: c.update(rms_norm_eps=0.1)),
     "phi3-fused-sliding": ("sliding window removed", lambda c: c.update(sliding_window=None)),
     "mixtral-top2-sliding": ("1 expert per token, not 2", lambda c: c.update(num_experts_per_tok=1)),
+    "gemma2-softcaps-sliding": (
+        "attention soft cap removed",
+        lambda c: c.update(attn_logit_softcapping=None),
+    ),
+    "gemma2-no-caps-layer-types": (
+        "query_pre_attn_scalar 16 -> 64",
+        lambda c: c.update(query_pre_attn_scalar=64),
+    ),
 }
 
 

@@ -1,5 +1,6 @@
-//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral)
-//! in libtorch (Mixtral's mixture of experts in [`moe`]).
+//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral,
+//! Gemma 2) in libtorch (Mixtral's mixture of experts in [`moe`], Gemma 2's forward in
+//! [`gemma`]).
 //!
 //! Computes what `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies)
 //! compute, with fewer kernels per layer (a decode step at batch 1 is a chain of small
@@ -25,6 +26,7 @@
 //! shapes and no host-side value in it, which is what lets it be captured in a CUDA graph
 //! and replayed ([`DecodeState`]).
 
+pub mod gemma;
 pub mod moe;
 pub mod run;
 
@@ -71,6 +73,8 @@ struct Layer {
     down: Linear,
     /// The mixture of experts that replaces the MLP (Mixtral).
     moe: Option<moe::SparseMoe>,
+    /// Gemma 2's `pre_feedforward_layernorm` and `post_feedforward_layernorm`.
+    sandwich: Option<(Tensor, Tensor)>,
     input_norm: Tensor,
     post_norm: Tensor,
     window: Option<i64>,
@@ -82,6 +86,8 @@ pub struct Decoder {
     kind: Kind,
     device: Device,
     embed: Tensor,
+    /// Gemma's `embed_scale` buffer: `sqrt(hidden)` in the model's dtype, 0-dimensional.
+    embed_scale: Option<Tensor>,
     layers: Vec<Layer>,
     norm: Tensor,
     inv_freq: Tensor,
@@ -191,6 +197,7 @@ impl Decoder {
         }
         let mut allocated: Vec<Option<Tensor>> = (0..allocations.len()).map(|_| None).collect();
         let mut buffers: Option<(Tensor, Tensor)> = None;
+        let mut embed_scale: Option<Tensor> = None;
         let mut files: Vec<Option<std::fs::File>> = match &from {
             WeightsFrom::Files(s) => (0..s.files.len()).map(|_| None).collect(),
             WeightsFrom::Random => Vec::new(),
@@ -243,6 +250,9 @@ impl Decoder {
             }
             if t.name == "model.norm.weight" && spec.tied_embeddings {
                 buffers = Some((inv_freq(spec, device)?, inv_freq(spec, device)?));
+            }
+            if t.name == "model.embed_tokens.weight" && spec.gemma.is_some() {
+                embed_scale = Some(gemma::embed_scale(spec, kind, device)?);
             }
         }
         drop(host);
@@ -306,6 +316,13 @@ impl Decoder {
             } else {
                 (None, None)
             };
+            let sandwich = match spec.gemma {
+                Some(_) => Some((
+                    take(format!("{p}.pre_feedforward_layernorm.weight"))?,
+                    take(format!("{p}.post_feedforward_layernorm.weight"))?,
+                )),
+                None => None,
+            };
             let window = spec.windows[l as usize].map(dim).transpose()?;
             layers.push(Layer {
                 qkv,
@@ -315,6 +332,7 @@ impl Decoder {
                 gate_up,
                 down,
                 moe,
+                sandwich,
                 input_norm: take(format!("{p}.input_layernorm.weight"))?,
                 post_norm: take(format!("{p}.post_attention_layernorm.weight"))?,
                 window,
@@ -332,6 +350,7 @@ impl Decoder {
             kind,
             device,
             embed,
+            embed_scale,
             layers,
             norm,
             inv_freq: inv,
@@ -409,6 +428,9 @@ impl Decoder {
         cache: &mut Cache,
         all: bool,
     ) -> Step<Tensor> {
+        if let Some(g) = &self.spec.gemma {
+            return gemma::forward(self, g, ids, positions, cache, all);
+        }
         let size = ids.size();
         let (b, t) = (size[0], size[1]);
         let (h, kvh, d) = (
