@@ -341,8 +341,8 @@ pub fn step_config_defaults(ctx: &crate::Ctx) -> Result<()> {
     checked(command, "config defaults against transformers", "")
 }
 
-/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3, Phi-3) against
-/// `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
+/// Verify step: the worker's decoder forward (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral,
+/// Gemma 2) against `transformers`' on the CPU, float32 and bfloat16, through the worker's test-only
 /// `cpu_logits` request (`lab/tests/numerics/decoder_numerics.py`: tiny random configs, the
 /// same weights written to safetensors, logits compared within the tolerance per dtype).
 /// Needs the full torch install (as the no-GPU guard) plus `transformers` (pinned). Then

@@ -94,7 +94,8 @@ pub fn allocations(spec: &DecoderSpec) -> Vec<Allocation> {
 }
 
 /// The caching allocator replayed over the worker's load ([`allocations`] at
-/// `element_bytes` each, with the two float32 rotary buffers of `head_dim / 2` elements where
+/// `element_bytes` each, Gemma's one-element `embed_scale` after the embedding, the two
+/// float32 rotary buffers of `head_dim / 2` elements where
 /// the worker makes them: after the final norm when the head is tied, else just before the
 /// head): `(allocated, reserved)` bytes at the end of the load, what `model_load`'s end
 /// counters show over its baseline on a fresh allocator. The same replay as `lab plan`'s
@@ -111,6 +112,10 @@ pub fn replay(spec: &DecoderSpec, element_bytes: u64) -> (u128, u128) {
             buffers_done = true;
         }
         a.allocate(alloc.elements().saturating_mul(element_bytes));
+        if first == "model.embed_tokens.weight" && spec.gemma.is_some() {
+            // Gemma's `embed_scale` buffer: one element in the model's dtype.
+            a.allocate(element_bytes);
+        }
         if first == "model.norm.weight" && spec.tied_embeddings {
             a.allocate(buffer);
             a.allocate(buffer);

@@ -10,9 +10,19 @@
 //! refused by name (real checkpoints state both).
 //!
 //! Families run: Llama, Mistral, Qwen2, Qwen3, Phi-3 (dense, grouped-query attention,
-//! SwiGLU, RMSNorm; Phi-3's q/k/v and gate/up are fused in the checkpoint itself). Any
-//! other `model_type` — including those `lab plan` knows (Gemma, Mixtral, DeepSeek) — is
-//! refused by name before any GPU work ([`MEASURED_FAMILIES`]).
+//! SwiGLU, RMSNorm; Phi-3's q/k/v and gate/up are fused in the checkpoint itself) and
+//! Mixtral (Mistral's attention, every feed-forward a mixture of SwiGLU experts: [`Routing`])
+//! and Gemma 2 (`(1 + weight)` RMSNorms, sandwich norms, GeGLU, the scaled embedding, soft
+//! caps, `query_pre_attn_scalar`, alternating windows: [`Gemma`]). Any other `model_type` —
+//! including those `lab plan` knows (Gemma 1 and 3, DeepSeek, Qwen-MoE) — is refused by name
+//! before any GPU work ([`MEASURED_FAMILIES`]).
+//!
+//! Mixtral's tensors are listed as `transformers` 5 materialises them (`MixtralSparseMoeBlock`
+//! in `modeling_mixtral.py`, 5.17: the router `mlp.gate.weight` `[E, H]`, then
+//! `MixtralExperts`' `mlp.experts.gate_up_proj` `[E, 2I, H]` (per expert the gate rows, then
+//! the up rows) and `mlp.experts.down_proj` `[E, H, I]`); a checkpoint stores them per expert
+//! (`block_sparse_moe.experts.{e}.w1/w3/w2.weight`), which [`weights::locate`] maps onto those
+//! tensors as `transformers`' `conversion_mapping.py` does.
 //!
 //! Module structure and forward follow `transformers` 5.x `modeling_llama.py`,
 //! `modeling_mistral.py`, `modeling_qwen2.py` and `modeling_qwen3.py`: Qwen2 always has
@@ -32,7 +42,43 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The `model_type`s `lab measure --model` runs.
-pub const MEASURED_FAMILIES: [&str; 5] = ["llama", "mistral", "qwen2", "qwen3", "phi3"];
+pub const MEASURED_FAMILIES: [&str; 7] = [
+    "llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "gemma2",
+];
+
+/// What Gemma 2's forward adds (`Gemma2Config`, `modeling_gemma2.py`, transformers 5.17);
+/// the sandwich norms, the `(1 + weight)` norms, GeGLU and the embedding scale come with it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Gemma {
+    /// `attn_logit_softcapping`: attention scores become `tanh(s / cap) · cap`; `None` when
+    /// the config sets it null.
+    pub attn_softcap: Option<f64>,
+    /// `final_logit_softcapping`, the same on the logits.
+    pub final_softcap: Option<f64>,
+    /// `query_pre_attn_scalar`: the attention scale is its inverse square root.
+    pub query_pre_attn_scalar: f64,
+}
+
+/// `Gemma2Config` defaults (transformers 5.17) for absent keys: `attn_logit_softcapping`
+/// 50, `final_logit_softcapping` 30, `query_pre_attn_scalar` 256.
+const GEMMA2_DEFAULTS: [(&str, f64); 3] = [
+    ("attn_logit_softcapping", 50.0),
+    ("final_logit_softcapping", 30.0),
+    ("query_pre_attn_scalar", 256.0),
+];
+
+/// The router of a mixture-of-experts feed-forward (Mixtral): every token's `[E]` router
+/// logits (`x · gateᵀ`, in the activations' dtype) go through a float32 softmax, the
+/// `per_token` largest probabilities are kept and renormalised to sum to one, and the
+/// token's output is the sum of those experts' SwiGLU outputs weighted by them
+/// (`MixtralTopKRouter` and `MixtralExperts.forward`, transformers 5.17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    /// Experts per layer (`num_local_experts`), `E`.
+    pub experts: u64,
+    /// Experts each token is sent to (`num_experts_per_tok`), `k`.
+    pub per_token: u64,
+}
 
 /// How rotary frequencies are scaled (`rope_scaling.rope_type`, or `rope_parameters` in
 /// `transformers` 5 configs).
@@ -122,6 +168,13 @@ pub struct DecoderSpec {
     pub qk_norm: bool,
     /// Per layer: the sliding window, `None` for full attention.
     pub windows: Vec<Option<u64>>,
+    /// Every layer's feed-forward is this mixture of experts of width [`Self::intermediate`]
+    /// (Mixtral); `None`: the dense gated MLP.
+    #[serde(default)]
+    pub experts: Option<Routing>,
+    /// Gemma 2's forward ([`Gemma`]); `None` for the Llama-like families.
+    #[serde(default)]
+    pub gemma: Option<Gemma>,
     /// `initializer_range` for random weights (0.02 when the config does not say, the value of
     /// every one of the four configuration classes).
     pub initializer_range: f64,
@@ -150,9 +203,10 @@ impl DecoderSpec {
 ///
 /// # Errors
 /// [`Error::Usage`] (exit 2) for a family outside [`MEASURED_FAMILIES`] (named), a
-/// `hidden_act` other than `silu`, a rope type other than default, linear or llama3 (named),
-/// a missing `rms_norm_eps` or `rope_theta`, an odd `head_dim`, and a pre-quantized
-/// checkpoint.
+/// `hidden_act` other than `silu` (Gemma 2: a `hidden_activation` other than
+/// `gelu_pytorch_tanh`), a rope type other than default, linear or llama3 (named), a missing
+/// `rms_norm_eps` or `rope_theta`, an odd `head_dim`, experts other than Mixtral's, Gemma 2's
+/// bidirectional attention, and a pre-quantized checkpoint.
 pub fn from_model(model: &Model) -> Result<DecoderSpec> {
     build(&model.architecture, &model.config)
 }
@@ -175,7 +229,13 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
     let family = arch.family;
     if !matches!(
         family,
-        Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 | Family::Phi3
+        Family::Llama
+            | Family::Mistral
+            | Family::Qwen2
+            | Family::Qwen3
+            | Family::Phi3
+            | Family::Mixtral
+            | Family::Gemma2
     ) {
         return Err(Error::usage(format!(
             "lab measure --model runs {} only: model_type \"{}\" is not supported by the measurement (lab plan can still plan it)",
@@ -189,11 +249,19 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
         )));
     }
     let field = |key: &str| value.get(key).filter(|v| !v.is_null());
-    if let Some(act) = field("hidden_act") {
-        if act.as_str() != Some("silu") {
+    // The activation each modeling file reads: Gemma 2's MLP `hidden_activation` (default
+    // `gelu_pytorch_tanh`; its configs' `hidden_act` is not read), the others' `hidden_act`.
+    let (act_key, act_wanted) = if family == Family::Gemma2 {
+        ("hidden_activation", "gelu_pytorch_tanh")
+    } else {
+        ("hidden_act", "silu")
+    };
+    if let Some(act) = field(act_key) {
+        if act.as_str() != Some(act_wanted) {
             return Err(Error::usage(format!(
-                "config.json: hidden_act {} is not supported (the measured families use silu)",
-                crate::text::excerpt(&act.to_string())
+                "config.json: {act_key} {} is not supported (model_type \"{}\" runs {act_wanted})",
+                crate::text::excerpt(&act.to_string()),
+                arch.model_type()
             )));
         }
     }
@@ -232,9 +300,10 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
     // `bias=False` whatever the config says); Llama and Qwen3 on q, k, v and o with
     // `attention_bias`; only Llama's MLP reads `mlp_bias`.
     // Phi-3's fused projections are `bias=False` whatever the config says.
+    // Mixtral's attention is Mistral's (`bias=False`).
     let (qkv_bias, o_bias) = match family {
         Family::Qwen2 => (true, false),
-        Family::Mistral | Family::Phi3 => (false, false),
+        Family::Mistral | Family::Phi3 | Family::Mixtral => (false, false),
         _ => (arch.attention_bias, arch.attention_bias),
     };
     // `Phi3Config` rotates the first `head_dim × partial_rotary_factor` dimensions only
@@ -257,17 +326,41 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
             Attention::Chunked(_) => Err(Error::usage(
                 "config.json: chunked attention is not supported by lab measure --model",
             )),
-            // No measured family builds latent attention or experts; refused, not guessed.
+            // No measured family builds latent attention; refused, not guessed.
             Attention::Latent => Err(Error::usage(
                 "config.json: latent attention is not supported by lab measure --model",
             )),
         })
         .collect::<Result<Vec<_>>>()?;
-    if arch.experts.is_some() {
-        return Err(Error::usage(
-            "config.json: mixture-of-experts layers are not supported by lab measure --model",
-        ));
-    }
+    let experts = match (&arch.experts, family) {
+        (None, _) => None,
+        // Mixtral: every layer routed, no shared expert, experts as wide as `intermediate`
+        // (what `plan/family/mixtral.rs` reads; held here so that a change there is noticed).
+        (Some(e), Family::Mixtral)
+            if e.shared_intermediate == 0
+                && e.intermediate == arch.intermediate
+                && arch
+                    .layer_kinds
+                    .iter()
+                    .all(|l| l.feed_forward == family::FeedForward::Experts) =>
+        {
+            Some(Routing {
+                experts: e.routed,
+                per_token: e.per_token,
+            })
+        }
+        (Some(_), _) => {
+            return Err(Error::usage(format!(
+                "config.json: the mixture-of-experts layers of model_type \"{}\" are not supported by lab measure --model (Mixtral's are)",
+                arch.model_type()
+            )))
+        }
+    };
+    let gemma = if family == Family::Gemma2 {
+        Some(gemma_of(value, &number)?)
+    } else {
+        None
+    };
     let mut spec = DecoderSpec {
         family: arch.model_type().to_owned(),
         hidden: arch.hidden,
@@ -286,6 +379,8 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
         mlp_bias,
         qk_norm: arch.qk_norm,
         windows,
+        experts,
+        gemma,
         initializer_range,
         tensors: Vec::new(),
     };
@@ -300,6 +395,38 @@ fn build(arch: &Architecture, value: &Value) -> Result<DecoderSpec> {
 }
 
 type Number<'a> = dyn Fn(&str, &[Option<&Value>]) -> Result<Option<f64>> + 'a;
+
+/// Gemma 2's forward facts: each field as written, a null cap as no cap, an absent field as
+/// the class default ([`GEMMA2_DEFAULTS`]); `use_bidirectional_attention: true` is refused.
+fn gemma_of(value: &Value, number: &Number) -> Result<Gemma> {
+    if value
+        .get("use_bidirectional_attention")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return Err(Error::usage(
+            "config.json: use_bidirectional_attention is not supported by lab measure --model (causal decoders only)",
+        ));
+    }
+    let read = |key: &str| -> Result<Option<f64>> {
+        let default = GEMMA2_DEFAULTS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v);
+        match value.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(None),
+            Some(_) => number(key, &[Some(value)]),
+        }
+    };
+    Ok(Gemma {
+        attn_softcap: read("attn_logit_softcapping")?,
+        final_softcap: read("final_logit_softcapping")?,
+        query_pre_attn_scalar: read("query_pre_attn_scalar")?.ok_or_else(|| {
+            Error::usage("config.json: query_pre_attn_scalar must be a positive number, found null")
+        })?,
+    })
+}
 
 fn rope_scaling_of(scaling: Option<&Value>, number: &Number) -> Result<RopeScaling> {
     let Some(scaling) = scaling else {
@@ -337,8 +464,8 @@ fn rope_scaling_of(scaling: Option<&Value>, number: &Number) -> Result<RopeScali
 }
 
 /// The parameters in `transformers`' materialisation order: the embedding; per layer the
-/// attention (q, k, v with their biases, o, Qwen3's q/k norms), the MLP (gate, up, down),
-/// the two norms; the final norm; the untied output head last. The same order as
+/// attention (q, k, v with their biases, o, Qwen3's q/k norms), the MLP (gate, up, down; for
+/// Mixtral the router, then the stacked experts' gate-up and down), the two norms; the final norm; the untied output head last. The same order as
 /// [`Architecture::tensors`] lists them for the plan (a test holds them together).
 fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
     let (h, d, i, v) = (spec.hidden, spec.head_dim, spec.intermediate, spec.vocab);
@@ -396,6 +523,25 @@ fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
             push(format!("{p}.self_attn.q_norm.weight"), vec![d], Init::Ones);
             push(format!("{p}.self_attn.k_norm.weight"), vec![d], Init::Ones);
         }
+        if let Some(r) = spec.experts {
+            // `MixtralSparseMoeBlock` assigns the router, then `MixtralExperts`; the experts'
+            // initialisation is normal (`MixtralPreTrainedModel._init_weights`).
+            let e = r.experts;
+            push(format!("{p}.mlp.gate.weight"), vec![e, h], Init::Normal);
+            for (name, shape) in [
+                ("gate_up_proj", vec![e, i.saturating_mul(2), h]),
+                ("down_proj", vec![e, h, i]),
+            ] {
+                push(format!("{p}.mlp.experts.{name}"), shape, Init::Normal);
+            }
+            push(format!("{p}.input_layernorm.weight"), vec![h], Init::Ones);
+            push(
+                format!("{p}.post_attention_layernorm.weight"),
+                vec![h],
+                Init::Ones,
+            );
+            continue;
+        }
         for (name, rows, cols) in [("gate_proj", i, h), ("up_proj", i, h), ("down_proj", h, i)] {
             push(
                 format!("{p}.mlp.{name}.weight"),
@@ -406,14 +552,31 @@ fn tensors(arch: &Architecture, spec: &DecoderSpec) -> Vec<TensorSpec> {
                 push(format!("{p}.mlp.{name}.bias"), vec![rows], Init::Zeros);
             }
         }
-        push(format!("{p}.input_layernorm.weight"), vec![h], Init::Ones);
+        // `Gemma2RMSNorm` weights are zeros (the norm multiplies by `1 + weight`,
+        // `Gemma2PreTrainedModel._init_weights`); Gemma 2 has four per layer.
+        let norm_init = if spec.gemma.is_some() {
+            Init::Zeros
+        } else {
+            Init::Ones
+        };
+        push(format!("{p}.input_layernorm.weight"), vec![h], norm_init);
         push(
             format!("{p}.post_attention_layernorm.weight"),
             vec![h],
-            Init::Ones,
+            norm_init,
         );
+        if spec.gemma.is_some() {
+            for name in ["pre_feedforward_layernorm", "post_feedforward_layernorm"] {
+                push(format!("{p}.{name}.weight"), vec![h], norm_init);
+            }
+        }
     }
-    push("model.norm.weight".into(), vec![h], Init::Ones);
+    let norm_init = if spec.gemma.is_some() {
+        Init::Zeros
+    } else {
+        Init::Ones
+    };
+    push("model.norm.weight".into(), vec![h], norm_init);
     if !spec.tied_embeddings {
         push("lm_head.weight".into(), vec![v, h], Init::Normal);
     }

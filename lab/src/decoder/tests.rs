@@ -9,13 +9,15 @@ fn example(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-const SUPPORTED_EXAMPLES: [(&str, &str); 6] = [
+const SUPPORTED_EXAMPLES: [(&str, &str); 8] = [
     ("llama-3.1-8b", "llama"),
     ("llama-3.2-1b", "llama"),
     ("mistral-7b-v0.1", "mistral"),
     ("qwen2.5-0.5b", "qwen2"),
     ("qwen3-0.6b", "qwen3"),
     ("phi-3-mini-4k", "phi3"),
+    ("mixtral-8x7b", "mixtral"),
+    ("gemma-2-2b", "gemma2"),
 ];
 
 #[test]
@@ -87,10 +89,10 @@ fn rope_parameters_of_transformers_5_are_read_too() {
 #[test]
 fn other_families_and_unsupported_settings_are_refused_by_name() {
     for (name, family) in [
-        ("gemma-2-2b", "gemma2"),
         ("gemma-3-1b", "gemma3_text"),
-        ("mixtral-8x7b", "mixtral"),
+        ("gemma-3-4b-it", "gemma3"),
         ("deepseek-v2-lite", "deepseek_v2"),
+        ("qwen3-30b-a3b", "qwen3_moe"),
     ] {
         let e = from_config(&example(name)).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{name}");
@@ -217,13 +219,13 @@ fn a_folder_is_read_once_through_the_plan_model() {
             .total()
     );
     let gemma = format!(
-        "{}/../examples/models/gemma-2-2b",
+        "{}/../examples/models/gemma-3-1b",
         env!("CARGO_MANIFEST_DIR")
     );
     let model = crate::plan::model::read(std::path::Path::new(&gemma)).unwrap();
     let e = from_model(&model).unwrap_err();
     assert_eq!(e.exit_code(), 2);
-    assert!(e.to_string().contains("\"gemma2\""), "{e}");
+    assert!(e.to_string().contains("\"gemma3_text\""), "{e}");
 }
 
 #[test]
@@ -262,6 +264,12 @@ fn stacked_allocations_cover_every_tensor_once_at_its_first_member() {
         let stacks: Vec<&fused::Allocation> =
             allocs.iter().filter(|a| a.members.len() > 1).collect();
         let per_layer = if spec.qkv_bias { 3 } else { 2 } + if spec.mlp_bias { 1 } else { 0 };
+        if spec.family == "mixtral" {
+            // The experts are stacked by transformers itself: only q/k/v is ours.
+            assert_eq!(stacks.len() as u64, spec.layers, "{name}");
+            assert!(stacks.iter().all(|a| a.name.ends_with("qkv_proj.weight")));
+            continue;
+        }
         if spec.family == "phi3" {
             // Fused in the checkpoint already: nothing to stack.
             assert!(stacks.is_empty(), "{name}");
@@ -349,9 +357,295 @@ fn stacked_replay_allocates_what_the_plan_allocates_unless_a_block_stays_unsplit
         if name == "qwen2.5-0.5b" {
             // Its transformers layout leaves sub-MiB remainders inside handed-out blocks.
             assert!(allocated < plan.allocated_bytes(), "{name}");
+        } else if name == "gemma-2-2b" {
+            // The stacked gate/up, 2 x 9216 x 2304 x 2 B = 81 MiB, gets a segment rounded up
+            // to 82 MiB whose 1 MiB rest is not split off (a large-pool block splits only
+            // when more than 1 MiB remains): 1 MiB more per layer than transformers' two
+            // 40.5 MiB tensors.
+            assert_eq!(allocated, plan.allocated_bytes() + 26 * (1 << 20), "{name}");
         } else {
             assert_eq!(allocated, plan.allocated_bytes(), "{name}");
         }
         assert!(reserved >= allocated, "{name}");
     }
+}
+
+#[test]
+fn mixtral_lists_router_then_stacked_experts_as_transformers_5_materialises_them() {
+    let spec = from_config(&example("mixtral-8x7b")).unwrap();
+    assert_eq!(
+        spec.experts,
+        Some(Routing {
+            experts: 8,
+            per_token: 2
+        })
+    );
+    assert!(!spec.qkv_bias && !spec.o_bias && !spec.mlp_bias && !spec.tied_embeddings);
+    // `sliding_window: null`: every layer attends in full.
+    assert!(spec.windows.iter().all(Option::is_none));
+    let layer: Vec<(&str, &[u64])> = spec.tensors[1..10]
+        .iter()
+        .map(|t| (t.name.as_str(), t.shape.as_slice()))
+        .collect();
+    assert_eq!(
+        layer,
+        [
+            (
+                "model.layers.0.self_attn.q_proj.weight",
+                &[4096u64, 4096][..]
+            ),
+            ("model.layers.0.self_attn.k_proj.weight", &[1024, 4096][..]),
+            ("model.layers.0.self_attn.v_proj.weight", &[1024, 4096][..]),
+            ("model.layers.0.self_attn.o_proj.weight", &[4096, 4096][..]),
+            ("model.layers.0.mlp.gate.weight", &[8, 4096][..]),
+            (
+                "model.layers.0.mlp.experts.gate_up_proj",
+                &[8, 28672, 4096][..]
+            ),
+            (
+                "model.layers.0.mlp.experts.down_proj",
+                &[8, 4096, 14336][..]
+            ),
+            ("model.layers.0.input_layernorm.weight", &[4096][..]),
+            (
+                "model.layers.0.post_attention_layernorm.weight",
+                &[4096][..]
+            ),
+        ]
+    );
+    // 46,702,792,704 parameters (Mixtral-8x7B's published total).
+    assert_eq!(spec.parameters(), 46_702_792_704);
+    // A window is Mistral's, per layer.
+    let mut v: Value = serde_json::from_str(&example("mixtral-8x7b")).unwrap();
+    v["sliding_window"] = 4096.into();
+    let slid = from_config(&v.to_string()).unwrap();
+    assert!(slid.windows.iter().all(|w| *w == Some(4096)));
+    // Other routers than Mixtral's are refused by name, and so is Mixtral's with another
+    // activation (the experts are SwiGLU).
+    v["hidden_act"] = "gelu".into();
+    assert!(from_config(&v.to_string())
+        .unwrap_err()
+        .to_string()
+        .contains("hidden_act"));
+    let e = from_config(&example("qwen1.5-moe-a2.7b")).unwrap_err();
+    assert!(e.to_string().contains("\"qwen2_moe\""), "{e}");
+}
+
+/// A safetensors file of `tensors` (name, shape; F32 data counting up from `first`) in `dir`.
+fn write_safetensors(
+    dir: &std::path::Path,
+    file: &str,
+    tensors: &[(String, Vec<u64>)],
+    first: f32,
+) {
+    let mut header = serde_json::Map::new();
+    let mut data: Vec<u8> = Vec::new();
+    let mut next = first;
+    for (name, shape) in tensors {
+        let n: u64 = shape.iter().product();
+        let begin = data.len();
+        for _ in 0..n {
+            data.extend_from_slice(&next.to_le_bytes());
+            next += 1.0;
+        }
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [begin, data.len()]}),
+        );
+    }
+    let text = Value::Object(header).to_string();
+    let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(text.as_bytes());
+    bytes.extend_from_slice(&data);
+    std::fs::write(dir.join(file), bytes).unwrap();
+}
+
+/// A tiny Mixtral config: 2 layers, 4 experts, hidden 8, intermediate 4, vocab 16.
+fn tiny_mixtral() -> Value {
+    serde_json::json!({
+        "model_type": "mixtral", "hidden_size": 8, "intermediate_size": 4,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "vocab_size": 16, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu"
+    })
+}
+
+/// The values a source reads, as f32 (every test file is F32).
+fn read_f32(sources: &weights::Sources, i: usize) -> Vec<f32> {
+    let mut open: Vec<Option<std::fs::File>> = sources.files.iter().map(|_| None).collect();
+    let mut host = Vec::new();
+    sources.read(i, &mut open, &mut host).unwrap();
+    host.chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn mixtral_experts_are_read_from_the_checkpoints_per_expert_tensors_in_transformers_order() {
+    let spec = from_config(&tiny_mixtral().to_string()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The checkpoint's names (Mixtral-8x7B's index): every tensor but the experts and router
+    // as transformers names them, the router and experts per expert.
+    let mut names: Vec<(String, Vec<u64>)> = Vec::new();
+    for t in &spec.tensors {
+        match weights::checkpoint_layout(&t.name, &t.shape) {
+            Some(parts) => names.extend(parts),
+            None => names.push((t.name.clone(), t.shape.clone())),
+        }
+    }
+    // Stored in another order than transformers', to show the order comes from the spec.
+    names.reverse();
+    write_safetensors(dir.path(), "model.safetensors", &names, 0.0);
+    std::fs::write(dir.path().join("config.json"), tiny_mixtral().to_string()).unwrap();
+    let sources = weights::locate(dir.path(), &spec).unwrap();
+    let value_of = |name: &str, element: u64| -> f32 {
+        let mut start = 0u64;
+        for (n, shape) in &names {
+            if n == name {
+                return (start + element) as f32;
+            }
+            start += shape.iter().product::<u64>();
+        }
+        panic!("{name}")
+    };
+    let at = |name: &str| spec.tensors.iter().position(|t| t.name == name).unwrap();
+    let gate_up = read_f32(&sources, at("model.layers.1.mlp.experts.gate_up_proj"));
+    assert_eq!(gate_up.len(), 4 * 8 * 8);
+    // [E, 2I, H]: expert e's rows 0..I are its w1 (gate), rows I..2I its w3 (up).
+    for e in 0..4u64 {
+        for row in 0..8u64 {
+            let (w, r) = if row < 4 {
+                ("w1", row)
+            } else {
+                ("w3", row - 4)
+            };
+            let name = format!("model.layers.1.block_sparse_moe.experts.{e}.{w}.weight");
+            for col in 0..8u64 {
+                let got = gate_up[((e * 8 + row) * 8 + col) as usize];
+                assert_eq!(
+                    got,
+                    value_of(&name, r * 8 + col),
+                    "e{e} row {row} col {col}"
+                );
+            }
+        }
+    }
+    let down = read_f32(&sources, at("model.layers.0.mlp.experts.down_proj"));
+    // [E, H, I]: expert e's w2.
+    for e in 0..4u64 {
+        let name = format!("model.layers.0.block_sparse_moe.experts.{e}.w2.weight");
+        for k in 0..32u64 {
+            assert_eq!(down[(e * 32 + k) as usize], value_of(&name, k));
+        }
+    }
+    let router = read_f32(&sources, at("model.layers.0.mlp.gate.weight"));
+    let first = value_of("model.layers.0.block_sparse_moe.gate.weight", 0);
+    assert_eq!(
+        router,
+        (0..32).map(|k| first + k as f32).collect::<Vec<_>>()
+    );
+    // The same folder with transformers 5's own names reads the same data as one piece each.
+    let fused: Vec<(String, Vec<u64>)> = spec
+        .tensors
+        .iter()
+        .map(|t| (t.name.clone(), t.shape.clone()))
+        .collect();
+    write_safetensors(dir.path(), "model.safetensors", &fused, 0.0);
+    let direct = weights::locate(dir.path(), &spec).unwrap();
+    assert!(direct.tensors.iter().all(|t| t.pieces.len() == 1));
+    let i = at("model.layers.1.mlp.experts.gate_up_proj");
+    assert_eq!(
+        direct.tensors[i].pieces[0].end - direct.tensors[i].pieces[0].begin,
+        4 * 256
+    );
+    // A missing expert is named, with the tensor transformers would build from it.
+    names.retain(|(n, _)| n != "model.layers.1.block_sparse_moe.experts.2.w3.weight");
+    write_safetensors(dir.path(), "model.safetensors", &names, 0.0);
+    let e = weights::locate(dir.path(), &spec).unwrap_err().to_string();
+    assert!(
+        e.contains("\"model.layers.1.block_sparse_moe.experts.2.w3.weight\"")
+            && e.contains("\"model.layers.1.mlp.experts.gate_up_proj\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn gemma2_reads_its_caps_scale_and_four_zero_centred_norms() {
+    let spec = from_config(&example("gemma-2-2b")).unwrap();
+    assert_eq!(
+        spec.gemma,
+        Some(Gemma {
+            attn_softcap: Some(50.0),
+            final_softcap: Some(30.0),
+            query_pre_attn_scalar: 256.0
+        })
+    );
+    assert!(spec.tied_embeddings && !spec.qkv_bias && spec.experts.is_none());
+    assert_eq!((spec.head_dim, spec.heads, spec.kv_heads), (256, 8, 4));
+    // Every other layer slides, from the first.
+    assert_eq!(spec.windows[..3], [Some(4096), None, Some(4096)]);
+    let norms: Vec<(&str, Init)> = spec.tensors[8..12]
+        .iter()
+        .map(|t| (&t.name["model.layers.0.".len()..], t.init))
+        .collect();
+    assert_eq!(
+        norms,
+        [
+            ("input_layernorm.weight", Init::Zeros),
+            ("post_attention_layernorm.weight", Init::Zeros),
+            ("pre_feedforward_layernorm.weight", Init::Zeros),
+            ("post_feedforward_layernorm.weight", Init::Zeros),
+        ]
+    );
+    assert_eq!(spec.tensors.last().unwrap().name, "model.norm.weight");
+    // The replay holds the one-element embed_scale after the embedding: one 512-byte block
+    // more than without it.
+    let mut plain = spec.clone();
+    plain.gemma = None;
+    assert_eq!(fused::replay(&spec, 2).0, fused::replay(&plain, 2).0 + 512);
+    let base: Value = serde_json::from_str(&example("gemma-2-2b")).unwrap();
+    let with = |key: &str, value: Value| {
+        let mut v = base.clone();
+        if value.is_null() {
+            v[key] = Value::Null;
+        } else if value == Value::String("absent".into()) {
+            v.as_object_mut().unwrap().remove(key);
+        } else {
+            v[key] = value;
+        }
+        from_config(&v.to_string())
+    };
+    // Null caps are no caps; absent ones the class defaults.
+    let g = with("attn_logit_softcapping", Value::Null)
+        .unwrap()
+        .gemma
+        .unwrap();
+    assert_eq!(g.attn_softcap, None);
+    let g = with("final_logit_softcapping", "absent".into())
+        .unwrap()
+        .gemma
+        .unwrap();
+    assert_eq!(g.final_softcap, Some(30.0));
+    let g = with("query_pre_attn_scalar", 144.into())
+        .unwrap()
+        .gemma
+        .unwrap();
+    assert_eq!(g.query_pre_attn_scalar, 144.0);
+    // Gemma 2 reads hidden_activation, never hidden_act.
+    assert!(with("hidden_act", "silu".into()).is_ok());
+    let e = with("hidden_activation", "gelu".into())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("hidden_activation") && e.contains("gelu_pytorch_tanh"),
+        "{e}"
+    );
+    let e = with("use_bidirectional_attention", true.into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("use_bidirectional_attention"), "{e}");
+    let e = with("attn_logit_softcapping", (-1.0).into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("positive number"), "{e}");
 }

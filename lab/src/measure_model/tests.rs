@@ -46,9 +46,20 @@ fn guards_before_any_worker() {
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("--random-weights"), "{e}");
     // Unsupported family: refused by name even with random weights.
-    let e = prepare(&ask(example("mixtral-8x7b"), true)).unwrap_err();
+    let e = prepare(&ask(example("deepseek-v2-lite"), true)).unwrap_err();
     assert_eq!(e.exit_code(), 2);
-    assert!(e.to_string().contains("\"mixtral\""), "{e}");
+    assert!(e.to_string().contains("\"deepseek_v2\""), "{e}");
+    // Mixtral and Gemma 2 prepare, with the plan's parameters for the same config.
+    for (name, family, parameters) in [
+        ("mixtral-8x7b", "mixtral", 46_702_792_704u64),
+        ("gemma-2-2b", "gemma2", 2_614_341_888),
+    ] {
+        let p = prepare(&ask(example(name), true)).unwrap();
+        assert_eq!(
+            (p.facts.family.as_str(), p.facts.parameters),
+            (family, parameters)
+        );
+    }
     // A folder without config.json.
     let dir = tempfile::tempdir().unwrap();
     let e = prepare(&ask(dir.path().to_path_buf(), true)).unwrap_err();

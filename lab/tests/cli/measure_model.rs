@@ -160,10 +160,15 @@ fn the_model_is_checked_before_the_worker_starts() {
     // A worker that would fail loudly if it were ever started.
     let worker = fake_worker(dir.path(), "w", "started", "", 9);
     refused(
-        &args(&model("mixtral-8x7b"), &out, &worker, &["--random-weights"]),
+        &args(
+            &model("deepseek-v2-lite"),
+            &out,
+            &worker,
+            &["--random-weights"],
+        ),
         dir.path(),
         2,
-        "\"mixtral\"",
+        "\"deepseek_v2\"",
     );
     refused(
         &args(&model("llama-3.1-8b"), &out, &worker, &[]),

@@ -1,4 +1,6 @@
-//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3) in libtorch.
+//! The decoder forward of `lab measure --model` (Llama, Mistral, Qwen2, Qwen3, Phi-3, Mixtral,
+//! Gemma 2) in libtorch (Mixtral's mixture of experts in [`moe`], Gemma 2's forward in
+//! [`gemma`]).
 //!
 //! Computes what `transformers` 5.x `modeling_llama.py` (and the Mistral/Qwen2/Qwen3 copies)
 //! compute, with fewer kernels per layer (a decode step at batch 1 is a chain of small
@@ -32,13 +34,14 @@
 //! shapes and no host-side value in it, which is what lets it be captured in a CUDA graph
 //! and replayed ([`DecodeState`]).
 
+pub mod gemma;
 pub mod kernels;
+pub mod moe;
 pub mod run;
 
 use lab::decoder::weights::Sources;
 use lab::decoder::{DecoderSpec, Init, RopeScaling};
 use std::collections::HashMap;
-use std::io::{Read as _, Seek as _, SeekFrom};
 use tch::{Device, Kind, Tensor};
 
 /// A libtorch error as one line (the first line of its message).
@@ -74,9 +77,13 @@ struct Layer {
     o: Linear,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
-    /// `[gate; up]` stacked along the rows.
+    /// `[gate; up]` stacked along the rows (undefined tensors in a mixture-of-experts layer).
     gate_up: Linear,
     down: Linear,
+    /// The mixture of experts that replaces the MLP (Mixtral).
+    moe: Option<moe::SparseMoe>,
+    /// Gemma 2's `pre_feedforward_layernorm` and `post_feedforward_layernorm`.
+    sandwich: Option<(Tensor, Tensor)>,
     input_norm: Tensor,
     post_norm: Tensor,
     window: Option<i64>,
@@ -88,6 +95,8 @@ pub struct Decoder {
     kind: Kind,
     device: Device,
     embed: Tensor,
+    /// Gemma's `embed_scale` buffer: `sqrt(hidden)` in the model's dtype, 0-dimensional.
+    embed_scale: Option<Tensor>,
     layers: Vec<Layer>,
     norm: Tensor,
     inv_freq: Tensor,
@@ -117,6 +126,14 @@ fn decode_kernels(
         return fallback(format!("{}=libtorch", kernels::SWITCH));
     }
     let own_gemv = switch != "cublas";
+    // The fused step is written for dense layers: Mixtral's experts and Gemma 2's own forward
+    // (soft caps, sandwich norms) are not in it.
+    if spec.experts.is_some() {
+        return fallback("mixture of experts: the fused decode covers dense layers only".into());
+    }
+    if spec.gemma.is_some() {
+        return fallback("Gemma 2's forward: the fused decode covers Llama-like layers only".into());
+    }
     if let Some(why) = kernels::Kernels::unsupported(spec.head_dim, kind) {
         return fallback(why);
     }
@@ -232,6 +249,7 @@ impl Decoder {
         }
         let mut allocated: Vec<Option<Tensor>> = (0..allocations.len()).map(|_| None).collect();
         let mut buffers: Option<(Tensor, Tensor)> = None;
+        let mut embed_scale: Option<Tensor> = None;
         let mut files: Vec<Option<std::fs::File>> = match &from {
             WeightsFrom::Files(s) => (0..s.files.len()).map(|_| None).collect(),
             WeightsFrom::Random => Vec::new(),
@@ -267,21 +285,10 @@ impl Decoder {
                 }
                 WeightsFrom::Files(sources) => {
                     let src = &sources.tensors[i];
-                    let path = &sources.files[src.file];
-                    if files[src.file].is_none() {
-                        files[src.file] = Some(
-                            std::fs::File::open(path)
-                                .map_err(|e| format!("cannot open {}: {e}", path.display()))?,
-                        );
-                    }
-                    let file = files[src.file].as_mut().ok_or("file not open")?;
-                    let len = usize::try_from(src.end - src.begin).map_err(|e| e.to_string())?;
-                    host.resize(len, 0);
-                    file.seek(SeekFrom::Start(src.begin))
-                        .and_then(|_| file.read_exact(&mut host))
-                        .map_err(|e| {
-                            format!("cannot read {} from {}: {e}", t.name, path.display())
-                        })?;
+                    // Every piece of the tensor, one after the other (`TensorSource`).
+                    sources
+                        .read(i, &mut files, &mut host)
+                        .map_err(|e| format!("{}: {e}", t.name))?;
                     let stored = stored_kind(&src.dtype)?;
                     let cpu = Tensor::f_from_data_size(&host, &shape, stored).map_err(err)?;
                     let cpu = if stored == kind {
@@ -295,6 +302,9 @@ impl Decoder {
             }
             if t.name == "model.norm.weight" && spec.tied_embeddings {
                 buffers = Some((inv_freq(spec, device)?, inv_freq(spec, device)?));
+            }
+            if t.name == "model.embed_tokens.weight" && spec.gemma.is_some() {
+                embed_scale = Some(gemma::embed_scale(spec, kind, device)?);
             }
         }
         drop(host);
@@ -329,8 +339,27 @@ impl Decoder {
             };
             let qkv = linear("self_attn.qkv_proj", spec.qkv_bias)?;
             let o = linear("self_attn.o_proj", spec.o_bias)?;
-            let gate_up = linear("mlp.gate_up_proj", spec.mlp_bias)?;
-            let down = linear("mlp.down_proj", spec.mlp_bias)?;
+            let (gate_up, down, moe) = match spec.experts {
+                None => (
+                    linear("mlp.gate_up_proj", spec.mlp_bias)?,
+                    linear("mlp.down_proj", spec.mlp_bias)?,
+                    None,
+                ),
+                Some(routing) => {
+                    let none = || Linear {
+                        weight: Tensor::new(),
+                        bias: None,
+                    };
+                    let moe = moe::SparseMoe::new(
+                        routing,
+                        spec.intermediate,
+                        take(format!("{p}.mlp.gate.weight"))?,
+                        take(format!("{p}.mlp.experts.gate_up_proj"))?,
+                        take(format!("{p}.mlp.experts.down_proj"))?,
+                    )?;
+                    (none(), none(), Some(moe))
+                }
+            };
             let (q_norm, k_norm) = if spec.qk_norm {
                 (
                     Some(take(format!("{p}.self_attn.q_norm.weight"))?),
@@ -338,6 +367,13 @@ impl Decoder {
                 )
             } else {
                 (None, None)
+            };
+            let sandwich = match spec.gemma {
+                Some(_) => Some((
+                    take(format!("{p}.pre_feedforward_layernorm.weight"))?,
+                    take(format!("{p}.post_feedforward_layernorm.weight"))?,
+                )),
+                None => None,
             };
             let window = spec.windows[l as usize].map(dim).transpose()?;
             layers.push(Layer {
@@ -347,6 +383,8 @@ impl Decoder {
                 k_norm,
                 gate_up,
                 down,
+                moe,
+                sandwich,
                 input_norm: take(format!("{p}.input_layernorm.weight"))?,
                 post_norm: take(format!("{p}.post_attention_layernorm.weight"))?,
                 window,
@@ -365,6 +403,7 @@ impl Decoder {
             kind,
             device,
             embed,
+            embed_scale,
             layers,
             norm,
             inv_freq: inv,
@@ -444,6 +483,9 @@ impl Decoder {
         cache: &mut Cache,
         all: bool,
     ) -> Step<Tensor> {
+        if let Some(g) = &self.spec.gemma {
+            return gemma::forward(self, g, ids, positions, cache, all);
+        }
         let size = ids.size();
         let (b, t) = (size[0], size[1]);
         if let (1, Some(k)) = (t, &self.kernels) {
@@ -563,6 +605,10 @@ impl Decoder {
             drop((residual, out));
             let residual = x;
             let hidden = self.rms_norm(&residual, &layer.post_norm)?;
+            if let Some(moe) = &layer.moe {
+                x = residual.f_add(&moe.forward(&hidden)?).map_err(err)?;
+                continue;
+            }
             let gate_up = layer.gate_up.forward(&hidden)?;
             drop(hidden);
             let act = gate_up
