@@ -321,7 +321,7 @@ fn control_and_format_characters_in_a_catalog_are_refused_alike() {
     let outcomes = assert_same_messages(&cases);
     for ((name, _, expected), outcome) in refused.iter().zip(&outcomes) {
         assert!(
-            message(&outcome).contains(expected.as_str()),
+            message(outcome).contains(expected.as_str()),
             "{name}: {}",
             outcome.stderr
         );
