@@ -61,17 +61,25 @@ pub fn lines<S: AsRef<str>>(lines: &[S]) -> Result<()> {
 /// as a string holding its shortest exact decimal, the digits the document itself holds
 /// (`"0.000091008"`; [`DecimalFloats`]), as every exact value of `lab`'s JSON is.
 pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
+    stream(|out| json_at(out, value, 0))
+}
+
+/// Writes what `write` writes, then a newline, through one buffer flushed at the end (a
+/// report of 100,000 rows is tens of MB: no copy of it is held); for a JSON writer of its
+/// own ([`crate::report::write_json`]) that must read as [`json`] writes.
+///
+/// # Errors
+/// As [`print`]: a closed pipe ends quietly (what is left in the buffer is dropped).
+pub fn stream<F>(write: F) -> Result<()>
+where
+    F: FnOnce(&mut std::io::BufWriter<std::io::StdoutLock<'static>>) -> std::io::Result<()>,
+{
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
-    // Streamed through one buffer (a report of 100,000 rows is tens of MB: no copy of it is
-    // held), flushed at the end; a closed pipe ends quietly as in [`print`].
     let stdout = std::io::stdout().lock();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout);
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, DecimalFloats::new());
-    let written = value
-        .serialize(&mut serializer)
-        .map_err(std::io::Error::from)
+    let written = write(&mut out)
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
     match written {
@@ -89,6 +97,44 @@ pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
             )))
         }
     }
+}
+
+/// Writes `value` in [`json`]'s layout as if nested `depth` levels deep (a value inside one
+/// object is at depth 1: its inner lines are indented by 4 spaces, its closing bracket by
+/// 2), so that a writer of its own can put a serde value in its place; no newline after.
+///
+/// # Errors
+/// A failed write, or a value serde cannot encode (a map with non-string keys).
+pub fn json_at<W: std::io::Write, T: serde::Serialize + ?Sized>(
+    out: &mut W,
+    value: &T,
+    depth: usize,
+) -> std::io::Result<()> {
+    let mut formatter = DecimalFloats::new();
+    formatter.depth = depth;
+    let mut serializer = serde_json::Serializer::with_formatter(out, formatter);
+    value
+        .serialize(&mut serializer)
+        .map_err(std::io::Error::from)
+}
+
+/// Appends `value` as [`json`] writes an `f64`: a JSON string of its shortest round-trip
+/// decimal in plain notation ([`plain_decimal`]), or `null` when not finite (as serde_json
+/// writes a non-finite float).
+pub fn push_json_f64(out: &mut Vec<u8>, value: f64) {
+    if !value.is_finite() {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(value);
+    out.push(b'"');
+    if text.contains('e') {
+        out.extend_from_slice(plain_decimal(value).as_bytes());
+    } else {
+        out.extend_from_slice(text.strip_suffix(".0").unwrap_or(text).as_bytes());
+    }
+    out.push(b'"');
 }
 
 /// serde_json's pretty layout (two-space indent, `"key": value`, `[]` and `{}` for empty
@@ -198,15 +244,10 @@ impl serde_json::ser::Formatter for DecimalFloats {
         w: &mut W,
         value: f64,
     ) -> std::io::Result<()> {
-        let mut buffer = ryu::Buffer::new();
-        let text = buffer.format_finite(value);
-        w.write_all(b"\"")?;
-        if text.contains('e') {
-            w.write_all(plain_decimal(value).as_bytes())?;
-        } else {
-            w.write_all(text.strip_suffix(".0").unwrap_or(text).as_bytes())?;
-        }
-        w.write_all(b"\"")
+        // serde_json gives only finite values here (it writes `null` for the others).
+        let mut text = Vec::with_capacity(32);
+        push_json_f64(&mut text, value);
+        w.write_all(&text)
     }
     fn write_f32<W: ?Sized + std::io::Write>(
         &mut self,

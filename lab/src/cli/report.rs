@@ -53,29 +53,43 @@ pub fn run(args: Args) -> Result<()> {
             "`-` (standard input) can be given once: it holds one measurement document",
         ));
     }
-    if let Some(done) = report_models(&args)? {
+    // Each file is read once; its kind is told by the synthetic reader succeeding, else by
+    // its `schema` (a model measurement), else it is neither (its error is kept for its turn).
+    let given: Vec<Given> = args
+        .files
+        .iter()
+        .map(|path| read_given(path))
+        .collect::<Result<_>>()?;
+    if let Some(done) = report_models(&args, &given)? {
         return Ok(done);
     }
     let mut measurements = Vec::new();
-    for path in &args.files {
-        if super::is_stdin(path) {
-            measurements.push(read_stdin_measurement()?);
-        } else {
-            measurements.extend(read_file(path)?);
+    for (path, item) in args.files.iter().zip(given) {
+        match item {
+            Given::Stdin => measurements.push(read_stdin_measurement()?),
+            Given::Synthetic(m) => measurements.push(*m),
+            Given::Model(..) => unreachable_model(path)?,
+            Given::Other { error, bytes } => {
+                measurements.extend(from_comparison(path, error, bytes.as_deref())?)
+            }
         }
     }
     refuse_repeated(&measurements)?;
-    let report = build_report(&measurements);
-    if let Some(svg) = &args.svg {
-        let drawing = render_svg(&report)?;
+    // `--json` alone needs no report held: its rows are written as they are computed.
+    let report = (args.svg.is_some() || !args.json).then(|| build_report(&measurements));
+    if let (Some(svg), Some(report)) = (&args.svg, &report) {
+        let drawing = render_svg(report)?;
         lab::output::write_new(svg, drawing.as_bytes())?;
     }
     if args.json {
-        print_json(&report)?;
-    } else if args.markdown {
-        emit(&[render_markdown(&report).trim_end().to_owned()])?;
-    } else {
-        emit(&[render_text(&report).trim_end().to_owned()])?;
+        lab::stdout::stream(|out| lab::report::write_json_of(out, &measurements))?;
+    } else if let Some(report) = &report {
+        let text = if args.markdown {
+            render_markdown(report)
+        } else {
+            render_text(report)
+        };
+        emit(&[text.trim_end().to_owned()])?;
     }
     if let Some(svg) = &args.svg {
         if !args.json {
@@ -88,47 +102,95 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// One path given to `lab report`, read once.
+enum Given {
+    /// `-`: standard input, read in its turn (one synthetic document).
+    Stdin,
+    /// A synthetic measurement document, read and checked.
+    Synthetic(Box<lab::document::LoadedMeasurement>),
+    /// A model measurement (`lab measure --model`), read and checked, with the SHA-256 of
+    /// its bytes (a report counts each document once).
+    Model(Box<lab::document::model_run::ModelDocument>, String),
+    /// Neither: what the synthetic reader said, and the bytes when they were read (the file
+    /// may be the comparison `lab measure --device all` writes).
+    Other {
+        error: lab::Error,
+        bytes: Option<Vec<u8>>,
+    },
+}
+
+/// Reads `path` once and tells its kind.
+///
+/// # Errors
+/// Usage (exit 2) for a model measurement that does not read (its error comes before any
+/// other file's, as model documents are told apart first); every other problem is kept in
+/// [`Given::Other`] for its turn.
+fn read_given(path: &std::path::Path) -> Result<Given> {
+    if super::is_stdin(path) {
+        return Ok(Given::Stdin);
+    }
+    let bytes = match lab::document::read_bytes(path) {
+        Ok(bytes) => bytes,
+        Err(error) => return Ok(Given::Other { error, bytes: None }),
+    };
+    // The bytes stay only where they may still be needed: a model document's or a
+    // comparison's (both small) after the synthetic reader refused them.
+    let error = match lab::document::from_bytes(path, &bytes) {
+        Ok(m) => return Ok(Given::Synthetic(Box::new(m))),
+        Err(error) => error,
+    };
+    if lab::measure_model::is_model_document(&bytes) {
+        let doc = lab::measure_model::parse(&bytes).map_err(|e| {
+            lab::Error::usage(format!(
+                "{}: {e}",
+                lab::text::one_line(&path.display().to_string())
+            ))
+        })?;
+        return Ok(Given::Model(Box::new(doc), lab::digest::sha256_hex(&bytes)));
+    }
+    Ok(Given::Other {
+        error,
+        bytes: Some(bytes),
+    })
+}
+
+/// A model measurement reached the synthetic report: [`report_models`] returns first for
+/// any of them, so this is never called; an internal error if it were.
+fn unreachable_model(path: &std::path::Path) -> Result<()> {
+    Err(lab::Error::runtime(format!(
+        "internal error: {} is a model measurement in a synthetic report",
+        lab::text::one_line(&path.display().to_string())
+    )))
+}
+
 /// `lab report` of model measurements (`lab measure --model`): each document's rows and
 /// `lab plan`'s prediction beside the measured figures (text), or the documents (`--json`).
 /// `None` when no file is a model measurement (the synthetic report runs).
 ///
 /// # Errors
-/// Usage (exit 2) when model and synthetic documents are mixed, for `--svg` or `--markdown`
-/// (not drawn for model measurements), and for a model document that does not read.
-fn report_models(args: &Args) -> Result<Option<()>> {
-    let mut docs = Vec::new();
-    let mut others = 0;
-    for path in &args.files {
-        if super::is_stdin(path) {
-            others += 1;
-            continue;
-        }
-        let bytes = match std::fs::metadata(path) {
-            Ok(m) if m.is_file() && m.len() <= lab::document::MAX_DOCUMENT_BYTES => {
-                std::fs::read(path).unwrap_or_default()
-            }
-            _ => Vec::new(),
-        };
-        if lab::measure_model::is_model_document(&bytes) {
-            let doc = lab::measure_model::parse(&bytes).map_err(|e| {
-                lab::Error::usage(format!(
-                    "{}: {e}",
-                    lab::text::one_line(&path.display().to_string())
-                ))
-            })?;
-            docs.push((path, doc));
-        } else {
-            others += 1;
-        }
-    }
+/// Usage (exit 2) when model and synthetic documents are mixed, for a document given twice,
+/// and for `--svg` or `--markdown` (not drawn for model measurements).
+fn report_models(args: &Args, given: &[Given]) -> Result<Option<()>> {
+    let docs: Vec<(&PathBuf, &lab::document::model_run::ModelDocument, &str)> = args
+        .files
+        .iter()
+        .zip(given)
+        .filter_map(|(path, item)| match item {
+            Given::Model(doc, sha256) => Some((path, &**doc, sha256.as_str())),
+            _ => None,
+        })
+        .collect();
     if docs.is_empty() {
         return Ok(None);
     }
-    if others > 0 {
+    if docs.len() < given.len() {
         return Err(lab::Error::usage(
             "lab report shows synthetic measurements or model measurements (lab measure --model), not both at once: give one kind",
         ));
     }
+    let named: Vec<(&std::path::Path, &str)> =
+        docs.iter().map(|(p, _, s)| (p.as_path(), *s)).collect();
+    refuse_repeated_named(&named)?;
     if args.svg.is_some() || args.markdown {
         return Err(lab::Error::usage(
             "--svg and --markdown are for synthetic measurements; a model measurement is reported as text or --json",
@@ -136,11 +198,11 @@ fn report_models(args: &Args) -> Result<Option<()>> {
     }
     if args.json {
         let all: Vec<&lab::document::model_run::ModelDocument> =
-            docs.iter().map(|(_, d)| d).collect();
+            docs.iter().map(|(_, d, _)| *d).collect();
         return print_json(&all).map(Some);
     }
     let mut text = Vec::new();
-    for (path, doc) in &docs {
+    for (path, doc, _) in &docs {
         text.push(format!(
             "{}:",
             lab::text::one_line(&path.display().to_string())
@@ -162,19 +224,22 @@ fn read_stdin_measurement() -> Result<lab::document::LoadedMeasurement> {
     })
 }
 
-/// The measurement at `path`; for the comparison `lab measure --device all` writes, the
-/// documents it names, read from its folder (and a note on standard error saying so).
+/// The documents the comparison at `path` names (`lab measure --device all` writes it), read
+/// from its folder (and a note on standard error saying so), when `path` (read as `bytes`)
+/// is one; else `error`, what the document reader said of it.
 ///
 /// # Errors
-/// As [`read_measurement`]; for a comparison, also a document name that is not a plain file
-/// name, or a comparison that names no document.
-fn read_file(path: &std::path::Path) -> Result<Vec<lab::document::LoadedMeasurement>> {
-    let error = match read_measurement(path) {
-        Ok(m) => return Ok(vec![m]),
-        Err(e @ lab::Error::Usage(_)) => e,
-        Err(e) => return Err(e),
-    };
-    let Some(names) = comparison_files(path) else {
+/// `error` when `path` is no comparison; as [`read_measurement`] for the documents it
+/// names; a document name that is not a plain file name, or a comparison that names none.
+fn from_comparison(
+    path: &std::path::Path,
+    error: lab::Error,
+    bytes: Option<&[u8]>,
+) -> Result<Vec<lab::document::LoadedMeasurement>> {
+    if !matches!(error, lab::Error::Usage(_)) {
+        return Err(error);
+    }
+    let Some(names) = bytes.and_then(comparison_files) else {
         return Err(error);
     };
     let shown = path.display();
@@ -205,14 +270,15 @@ fn read_file(path: &std::path::Path) -> Result<Vec<lab::document::LoadedMeasurem
         .collect()
 }
 
-/// The document names listed by the comparison at `path`, when it is one: a small JSON
-/// object with exactly the keys `lab measure --device all` writes (`basis`, `median_seconds`,
-/// `gpus`, `flagged`; [`lab::fleet::Comparison`]); `None` for anything else.
-fn comparison_files(path: &std::path::Path) -> Option<Vec<String>> {
-    // Any failure (not a regular file, over 1 MiB, unreadable) means "not a comparison": the
-    // document reader then words the error.
-    let bytes = lab::input::file(path, 1 << 20).ok()?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+/// The document names listed by the comparison held in `bytes`, when it is one: a small JSON
+/// object (at most 1 MiB) with exactly the keys `lab measure --device all` writes (`basis`,
+/// `median_seconds`, `gpus`, `flagged`; [`lab::fleet::Comparison`]); `None` for anything else.
+fn comparison_files(bytes: &[u8]) -> Option<Vec<String>> {
+    // Anything larger is not a comparison: the document reader's error then stands.
+    if bytes.len() > 1 << 20 {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     let object = value.as_object()?;
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();
     if keys != ["basis", "median_seconds", "gpus", "flagged"] {
@@ -231,21 +297,30 @@ fn comparison_files(path: &std::path::Path) -> Option<Vec<String>> {
 
 /// Refuses a document given twice (same SHA-256), naming both places it came from.
 fn refuse_repeated(measurements: &[lab::document::LoadedMeasurement]) -> Result<()> {
-    for (later, m) in measurements.iter().enumerate() {
-        if let Some(first) = measurements[..later].iter().find(|f| f.sha256 == m.sha256) {
-            let name = |x: &lab::document::LoadedMeasurement| {
-                if x.path.as_os_str() == "-" {
+    let named: Vec<(&std::path::Path, &str)> = measurements
+        .iter()
+        .map(|m| (m.path.as_path(), m.sha256.as_str()))
+        .collect();
+    refuse_repeated_named(&named)
+}
+
+/// Refuses the second of two (path, SHA-256) with the same SHA-256, naming both paths (`-` as
+/// "(standard input)"): a report counts each measurement once, of either kind.
+fn refuse_repeated_named(named: &[(&std::path::Path, &str)]) -> Result<()> {
+    for (later, (path, sha256)) in named.iter().enumerate() {
+        if let Some((first, _)) = named[..later].iter().find(|(_, s)| s == sha256) {
+            let name = |x: &std::path::Path| {
+                if x.as_os_str() == "-" {
                     "(standard input)".to_string()
                 } else {
-                    lab::text::one_line(&x.path.display().to_string())
+                    lab::text::one_line(&x.display().to_string())
                 }
             };
             return Err(lab::Error::usage(format!(
-                "{} and {} are the same document (sha256 {}): a report counts each measurement \
-                 once; give it once",
+                "{} and {} are the same document (sha256 {sha256}): a report counts each \
+                 measurement once; give it once",
                 name(first),
-                name(m),
-                m.sha256
+                name(path),
             )));
         }
     }

@@ -81,7 +81,14 @@ pub fn check(document: &Document) -> std::result::Result<(), String> {
 /// What is wrong, in words (not JSON, a missing field, an unknown phase, a failed [`check`]).
 pub fn parse(bytes: &[u8]) -> std::result::Result<Document, String> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let document: Document = serde_json::from_slice(bytes).map_err(|e| {
+    // Checked as UTF-8 once, in one pass, rather than string by string as serde does for
+    // bytes (a million keys in a long document); text that is not UTF-8 goes to serde's
+    // byte reader, whose error says where.
+    let read = match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str::<Document>(text),
+        Err(_) => serde_json::from_slice::<Document>(bytes),
+    };
+    let document: Document = read.map_err(|e| {
         format!(
             "not a measurement document ({}); give a file written by `lab measure` or \
              `mesure_memoire.py measure`",
@@ -114,15 +121,25 @@ impl LoadedMeasurement {
     }
 }
 
-/// Reads, hashes and checks one measurement file (at most [`MAX_DOCUMENT_BYTES`]).
+/// Reads, hashes and checks one measurement file (at most [`MAX_DOCUMENT_BYTES`]):
+/// [`read_bytes`], then [`from_bytes`].
+///
+/// # Errors
+/// As those two.
+pub fn read(path: &Path) -> Result<LoadedMeasurement> {
+    from_bytes(path, &read_bytes(path)?)
+}
+
+/// The bytes of the measurement file at `path` (at most [`MAX_DOCUMENT_BYTES`]), not yet
+/// checked: read once, so that a caller telling document kinds apart ([`from_bytes`] or
+/// another reader) does not read the file again.
 ///
 /// # Errors
 /// [`Error::Runtime`] (exit 1) naming the file when it is missing or cannot be read;
-/// [`Error::Usage`] (exit 2) when the path is not a regular file, is too large, or is not a
-/// measurement document matching the schema.
-pub fn read(path: &Path) -> Result<LoadedMeasurement> {
+/// [`Error::Usage`] (exit 2) when the path is not a regular file or is too large.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     use crate::input::ReadFailure;
-    let bytes = crate::input::file(path, MAX_DOCUMENT_BYTES).map_err(|failure| match failure {
+    crate::input::file(path, MAX_DOCUMENT_BYTES).map_err(|failure| match failure {
         ReadFailure::Io(e) => Error::runtime(format!("cannot read {}: {e}", path.display())),
         ReadFailure::NotAFile => Error::usage(format!(
             "{} is not a file: give a measurement JSON file (written by lab measure)",
@@ -134,12 +151,20 @@ pub fn read(path: &Path) -> Result<LoadedMeasurement> {
              {MAX_DOCUMENT_BYTES})",
             path.display()
         )),
-    })?;
+    })
+}
+
+/// Hashes and checks the bytes read from `path` ([`read_bytes`]; `path` only names the file).
+///
+/// # Errors
+/// [`Error::Usage`] (exit 2) naming the file when the bytes are not a measurement document
+/// matching the schema ([`parse`]); [`Error::Runtime`] if the hash cannot be computed.
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedMeasurement> {
     // The hash and the parse each read the whole file (tens of MB for 100,000 repetitions):
     // done side by side, the hash costs no wall time on a machine of two cores or more.
     let (document, sha256) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| sha256_hex(&bytes));
-        (parse(&bytes), hashing.join())
+        let hashing = scope.spawn(|| sha256_hex(bytes));
+        (parse(bytes), hashing.join())
     });
     let document = document.map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
     let sha256 = sha256.map_err(|_| {

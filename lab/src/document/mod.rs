@@ -32,7 +32,10 @@ pub mod schema;
 pub use configuration::{Configuration, Dtype};
 pub use counters::AllocatorCounters;
 pub use environment::{Driver, LibtorchFacts, MeasurementEnvironment, Runtime, RUSTC_VERSION};
-pub use file::{check, encode, parse, read, write_new, LoadedMeasurement, MAX_DOCUMENT_BYTES};
+pub use file::{
+    check, encode, from_bytes, parse, read, read_bytes, write_new, LoadedMeasurement,
+    MAX_DOCUMENT_BYTES,
+};
 pub use model::{round_to_block, SyntheticModel, ALLOCATOR_BLOCK_BYTES, AUTOGRAD_MODE};
 pub use phase::{Phase, PhaseRow};
 

@@ -57,7 +57,11 @@ impl std::fmt::Display for Phase {
 /// One row of `phases`: one protocol step (`docs/PROTOCOL.md §4`).
 ///
 /// In the schema, a `warm_forward` row has an integer repetition and every other row a null one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Read by a hand-written visitor ([`Deserialize`] below), not serde's derive: the derive of a
+/// `#[serde(flatten)]` field buffers every row into a generic map first, which for a document
+/// of 100,000 repetitions cost more than the rest of `lab report --json` together.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[schemars(extend(
     "if" = { "properties": { "phase": { "const": "warm_forward" } } },
     "then" = { "properties": { "repetition": { "type": "integer" } } },
@@ -83,4 +87,138 @@ pub struct PhaseRow {
     /// The allocator's six counters around the step (flattened: six keys of the row).
     #[serde(flatten)]
     pub counters: AllocatorCounters,
+}
+
+/// The keys of a row as serde's derive would name them; every other key is ignored, as the
+/// derive does (documents may gain fields).
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum RowKey {
+    Phase,
+    Repetition,
+    ForwardPasses,
+    WallSeconds,
+    GpuSeconds,
+    BaselineAllocatedBytes,
+    BaselineReservedBytes,
+    EndAllocatedBytes,
+    EndReservedBytes,
+    PeakAllocatedBytes,
+    PeakReservedBytes,
+    #[serde(other)]
+    Other,
+}
+
+/// Reads one row field by field, with the derive's rules and words: an object only (not an
+/// array), each key at most once (`duplicate field `phase``), every key but `repetition` and
+/// `gpu_seconds` required (`missing field `wall_seconds``; those two read as `None` when
+/// absent, as an `Option` does under the derive), unknown keys skipped.
+impl<'de> Deserialize<'de> for PhaseRow {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RowVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for RowVisitor {
+            type Value = PhaseRow;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("struct PhaseRow")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<PhaseRow, A::Error> {
+                use serde::de::Error as _;
+                // Refused at the key, before its value is read (where the derive stops).
+                fn once<'de, T: Deserialize<'de>, A: serde::de::MapAccess<'de>>(
+                    map: &mut A,
+                    slot: &mut Option<T>,
+                    name: &'static str,
+                ) -> Result<(), A::Error> {
+                    if slot.is_some() {
+                        return Err(A::Error::duplicate_field(name));
+                    }
+                    *slot = Some(map.next_value()?);
+                    Ok(())
+                }
+                let mut phase = None;
+                let mut repetition = None;
+                let mut forward_passes = None;
+                let mut wall_seconds = None;
+                let mut gpu_seconds = None;
+                let mut counters: [Option<u64>; 6] = [None; 6];
+                const COUNTERS: [&str; 6] = [
+                    "baseline_allocated_bytes",
+                    "baseline_reserved_bytes",
+                    "end_allocated_bytes",
+                    "end_reserved_bytes",
+                    "peak_allocated_bytes",
+                    "peak_reserved_bytes",
+                ];
+                while let Some(key) = map.next_key::<RowKey>()? {
+                    let counter = match key {
+                        RowKey::Phase => {
+                            once(&mut map, &mut phase, "phase")?;
+                            continue;
+                        }
+                        RowKey::Repetition => {
+                            once(&mut map, &mut repetition, "repetition")?;
+                            continue;
+                        }
+                        RowKey::ForwardPasses => {
+                            once(&mut map, &mut forward_passes, "forward_passes")?;
+                            continue;
+                        }
+                        RowKey::WallSeconds => {
+                            once(&mut map, &mut wall_seconds, "wall_seconds")?;
+                            continue;
+                        }
+                        RowKey::GpuSeconds => {
+                            once(&mut map, &mut gpu_seconds, "gpu_seconds")?;
+                            continue;
+                        }
+                        RowKey::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                        RowKey::BaselineAllocatedBytes => 0,
+                        RowKey::BaselineReservedBytes => 1,
+                        RowKey::EndAllocatedBytes => 2,
+                        RowKey::EndReservedBytes => 3,
+                        RowKey::PeakAllocatedBytes => 4,
+                        RowKey::PeakReservedBytes => 5,
+                    };
+                    once(&mut map, &mut counters[counter], COUNTERS[counter])?;
+                }
+                let phase = phase.ok_or_else(|| A::Error::missing_field("phase"))?;
+                let forward_passes =
+                    forward_passes.ok_or_else(|| A::Error::missing_field("forward_passes"))?;
+                let wall_seconds =
+                    wall_seconds.ok_or_else(|| A::Error::missing_field("wall_seconds"))?;
+                let mut values = [0u64; 6];
+                for (i, slot) in counters.iter().enumerate() {
+                    values[i] = slot.ok_or_else(|| A::Error::missing_field(COUNTERS[i]))?;
+                }
+                let [baseline_allocated_bytes, baseline_reserved_bytes, end_allocated_bytes, end_reserved_bytes, peak_allocated_bytes, peak_reserved_bytes] =
+                    values;
+                Ok(PhaseRow {
+                    phase,
+                    repetition: repetition.unwrap_or(None),
+                    forward_passes,
+                    wall_seconds,
+                    gpu_seconds: gpu_seconds.unwrap_or(None),
+                    counters: AllocatorCounters {
+                        baseline_allocated_bytes,
+                        baseline_reserved_bytes,
+                        end_allocated_bytes,
+                        end_reserved_bytes,
+                        peak_allocated_bytes,
+                        peak_reserved_bytes,
+                    },
+                })
+            }
+        }
+
+        deserializer.deserialize_map(RowVisitor)
+    }
 }

@@ -227,3 +227,138 @@ fn the_longest_document_fits_the_reader() {
 pub(crate) fn sample_environment() -> MeasurementEnvironment {
     parse(sample_json(64, 4).as_bytes()).unwrap().environment
 }
+
+/// The row as serde's derive reads it (`#[serde(flatten)]` counters): the oracle of the
+/// hand-written [`PhaseRow`] reader.
+#[derive(Debug, serde::Deserialize)]
+struct DerivedRow {
+    phase: Phase,
+    repetition: Option<u64>,
+    forward_passes: u64,
+    wall_seconds: f64,
+    gpu_seconds: Option<f64>,
+    #[serde(flatten)]
+    counters: AllocatorCounters,
+}
+
+/// Every mutation of a row of one class (each key missing, given twice, null, of each wrong
+/// JSON type, out of range; unknown keys; not an object) reads the same through the
+/// hand-written reader as through serde's derive: the same row, or an error with the same
+/// words, at the same place (or, for
+/// the flattened counters, which the derive judges only at the row's end, sooner).
+#[test]
+fn hand_written_row_reader_agrees_with_the_derive() {
+    let keys = [
+        ("phase", r#""warm_forward""#),
+        ("repetition", "3"),
+        ("forward_passes", "1"),
+        ("wall_seconds", "0.0015"),
+        ("gpu_seconds", "0.0005"),
+        ("baseline_allocated_bytes", "1024"),
+        ("baseline_reserved_bytes", "2097152"),
+        ("end_allocated_bytes", "2048"),
+        ("end_reserved_bytes", "2097152"),
+        ("peak_allocated_bytes", "4096"),
+        ("peak_reserved_bytes", "2097152"),
+    ];
+    let object = |pairs: &[(String, String)]| {
+        let body: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    };
+    let full: Vec<(String, String)> = keys
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // Each text with whether its change is to one of the six counters.
+    let mut texts = vec![(object(&full), false)];
+    let replacements = [
+        "null",
+        "true",
+        "\"text\"",
+        "-1",
+        "1.5",
+        "18446744073709551616",
+        "1e400",
+        "[]",
+        "{}",
+        "\"model_load\"",
+        "\"cold_forwards\"",
+    ];
+    for i in 0..full.len() {
+        let mut without = full.clone();
+        without.remove(i);
+        let counter = i >= 5;
+        texts.push((object(&without), counter));
+        let mut twice = full.clone();
+        twice.push(full[i].clone());
+        texts.push((object(&twice), counter));
+        for value in replacements {
+            let mut changed = full.clone();
+            changed[i].1 = value.to_string();
+            texts.push((object(&changed), counter));
+        }
+    }
+    let mut extra = full.clone();
+    extra.insert(
+        3,
+        (
+            "later_field".into(),
+            r#"{"nested":[1,2,{"x":null}]}"#.into(),
+        ),
+    );
+    extra.push(("counters".into(), "7".into()));
+    texts.push((object(&extra), false));
+    texts.extend(
+        ["[]", "[\"warm_forward\",1]", "null", "7", "{}", "\"row\""]
+            .map(|t| (t.to_string(), false)),
+    );
+    let mut agreed = 0;
+    for (text, counter_key) in &texts {
+        let ours = serde_json::from_str::<PhaseRow>(text).map_err(|e| e.to_string());
+        // (The derive names the struct it reads: the oracle's name is not the row's.)
+        let derived = serde_json::from_str::<DerivedRow>(text).map_err(|e| {
+            e.to_string()
+                .replace("struct DerivedRow", "struct PhaseRow")
+        });
+        match (&ours, &derived) {
+            (Ok(row), Ok(d)) => {
+                assert_eq!(
+                    (row.phase, row.repetition, row.forward_passes),
+                    (d.phase, d.repetition, d.forward_passes),
+                    "{text}"
+                );
+                assert_eq!(
+                    row.wall_seconds.to_bits(),
+                    d.wall_seconds.to_bits(),
+                    "{text}"
+                );
+                assert_eq!(
+                    row.gpu_seconds.map(f64::to_bits),
+                    d.gpu_seconds.map(f64::to_bits)
+                );
+                assert_eq!(row.counters, d.counters, "{text}");
+                agreed += 1;
+            }
+            (Err(a), Err(b)) => {
+                // "WORDS at line 1 column N": the same words; the same column, except where
+                // the derive buffers (the six flattened counters, judged only once the row's
+                // `}` is read): there the hand-written reader names the key or value itself.
+                let split = |m: &str| {
+                    let (words, at) = m.rsplit_once(" at line 1 column ").expect(m);
+                    (words.to_string(), at.parse::<usize>().expect(m))
+                };
+                let ((ours_words, ours_at), (derived_words, derived_at)) = (split(a), split(b));
+                assert_eq!(ours_words, derived_words, "{text}");
+                if *counter_key {
+                    assert!(ours_at <= derived_at, "{text}: {a} / {b}");
+                } else {
+                    assert_eq!(ours_at, derived_at, "{text}: {a} / {b}");
+                }
+            }
+            _ => panic!("{text}: ours {ours:?}, derived {derived:?}"),
+        }
+    }
+    // The class holds accepted rows too (nulls of the two optional keys, their absence, extra
+    // keys), not only refusals.
+    assert!(agreed >= 6, "{agreed} rows read on both sides");
+}

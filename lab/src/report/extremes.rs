@@ -167,7 +167,7 @@ fn every_numeric_field_at_its_extremes_renders_a_well_formed_svg() {
 
 /// `sample_json(64, 4)` with the `graph` object of
 /// examples/h200/graph/rust-small-float32.json (the same configuration).
-fn graph_document() -> Value {
+pub(super) fn graph_document() -> Value {
     let mut doc: Value = serde_json::from_str(&sample_json(64, 4)).unwrap();
     let counters = |base: u64, base_res: u64, end: u64, end_res: u64, peak: u64| {
         serde_json::json!({

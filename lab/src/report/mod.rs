@@ -17,18 +17,21 @@
 //!
 //! The files: this one the report and its rows ([`build_report`]); `prediction` the analytic
 //! prediction; `tables` the text and Markdown tables; `graph` the graph-floor lines; `chart`
-//! the SVG chart (`--json` serializes [`Report`] itself).
+//! the SVG chart; `json` the `--json` output (the rows written by hand, in the layout serde
+//! gives [`Report`]).
 
 mod chart;
 #[cfg(test)]
 mod extremes;
 mod graph;
+mod json;
 mod prediction;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 pub use chart::{chart_order, memory_axis, render_svg, tick_label, SVG_LEGEND_MAX};
+pub use json::{write_json, write_json_of};
 pub use prediction::{predict, Prediction, PREDICTION_NOTE};
 pub use tables::{render_markdown, render_text};
 
@@ -191,7 +194,22 @@ pub struct Report {
 
 /// Builds the report of some loaded measurements.
 pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
-    let files = measurements
+    Report {
+        files: report_files(measurements),
+        phases: Phase::ALL
+            .iter()
+            .map(|&phase| PhaseTable {
+                phase,
+                rows: report_rows(measurements, phase).collect(),
+            })
+            .collect(),
+        prediction_note: PREDICTION_NOTE,
+    }
+}
+
+/// The `files` of the report of `measurements`, in the order given.
+fn report_files(measurements: &[LoadedMeasurement]) -> Vec<ReportFile> {
+    measurements
         .iter()
         .enumerate()
         .map(|(i, m)| ReportFile {
@@ -206,42 +224,33 @@ pub fn build_report(measurements: &[LoadedMeasurement]) -> Report {
             synthetic_model: m.document.synthetic_model.clone(),
             graph: m.document.graph.clone(),
         })
-        .collect();
-    let phases = Phase::ALL
-        .iter()
-        .map(|&phase| PhaseTable {
-            phase,
-            rows: measurements
-                .iter()
-                .enumerate()
-                .flat_map(|(i, m)| {
-                    let model = &m.document.synthetic_model;
-                    m.document.rows_of(phase).map(move |r| {
-                        let prediction = predict(model, phase, r.counters.baseline_allocated_bytes);
-                        ReportRow {
-                            file_index: i + 1,
-                            measured: r.clone(),
-                            predicted_end_allocated_bytes: prediction.end_allocated_bytes,
-                            predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
-                            peak_allocated_minus_predicted_bytes: i128::from(
-                                r.counters.peak_allocated_bytes,
-                            ) - i128::from(
-                                prediction.peak_allocated_bytes,
-                            ),
-                            achieved_flops_per_second: achieved_flops_per_second(
-                                model.flops_per_forward,
-                                r.forward_passes,
-                                r.gpu_seconds,
-                            ),
-                        }
-                    })
-                })
-                .collect(),
+        .collect()
+}
+
+/// The rows of `phase`'s table over `measurements`, file by file in document order, each
+/// with its prediction (computed as they are taken: `--json` writes them without holding
+/// the table).
+fn report_rows(
+    measurements: &[LoadedMeasurement],
+    phase: Phase,
+) -> impl Iterator<Item = ReportRow> + '_ {
+    measurements.iter().enumerate().flat_map(move |(i, m)| {
+        let model = &m.document.synthetic_model;
+        m.document.rows_of(phase).map(move |r| {
+            let prediction = predict(model, phase, r.counters.baseline_allocated_bytes);
+            ReportRow {
+                file_index: i + 1,
+                measured: r.clone(),
+                predicted_end_allocated_bytes: prediction.end_allocated_bytes,
+                predicted_peak_allocated_bytes: prediction.peak_allocated_bytes,
+                peak_allocated_minus_predicted_bytes: i128::from(r.counters.peak_allocated_bytes)
+                    - i128::from(prediction.peak_allocated_bytes),
+                achieved_flops_per_second: achieved_flops_per_second(
+                    model.flops_per_forward,
+                    r.forward_passes,
+                    r.gpu_seconds,
+                ),
+            }
         })
-        .collect();
-    Report {
-        files,
-        phases,
-        prediction_note: PREDICTION_NOTE,
-    }
+    })
 }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::document::parse as parse_document;
 use crate::document::tests::sample_json;
+use serde_json::Value;
 use std::path::PathBuf;
 
 #[test]
@@ -319,4 +320,88 @@ fn achieved_flops_are_exact_decimals() {
     assert_eq!(f(1, 1, Some(0.0)), None);
     assert_eq!(f(1, 1, None), None);
     assert_eq!(f(u64::MAX, u64::MAX, Some(1e-300)), None);
+}
+
+/// The report as serde writes it through `lab`'s JSON layout: the definition the hand-written
+/// `--json` writer must match byte for byte.
+fn serde_json_text(report: &Report) -> String {
+    let mut out = Vec::new();
+    crate::stdout::json_at(&mut out, report, 0).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn hand_json_text(report: &Report) -> String {
+    let mut out = Vec::new();
+    write_json(&mut out, report).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// `write_json` gives serde's bytes over every class of row value: times of every decimal
+/// form (tiny, huge, exponent-free, minus zero, non-finite), absent GPU times and repetitions,
+/// counters at 0 and `u64::MAX`, differences below zero and beyond 64 bits, FLOP/s absent and
+/// present; files with hidden characters and a graph section; several files; empty tables and
+/// an empty report.
+#[test]
+fn hand_written_json_is_serdes_layout_byte_for_byte() {
+    let mut graph_doc = super::extremes::graph_document();
+    graph_doc["environment"]["device_name"] = Value::from("GPU\u{1b}[2J \u{202e}é\"\\");
+    let docs = vec![
+        parse_document(sample_json(64, 4).as_bytes()).unwrap(),
+        parse_document(graph_doc.to_string().as_bytes()).unwrap(),
+        parse_document(sample_json(128, 2).as_bytes()).unwrap(),
+    ];
+    assert!(docs[1].graph.is_some());
+    let measurements = loaded(docs);
+    let mut report = build_report(&measurements);
+    assert_eq!(hand_json_text(&report), serde_json_text(&report));
+    // What `lab report --json` writes: the same, from the measurements.
+    let mut of = Vec::new();
+    write_json_of(&mut of, &measurements).unwrap();
+    assert_eq!(String::from_utf8(of).unwrap(), serde_json_text(&report));
+    let times = [
+        0.0,
+        -0.0,
+        5e-324,
+        1e-7,
+        0.000_091_008,
+        0.161_348_406,
+        3.0,
+        1e16,
+        1e21,
+        f64::MAX,
+        f64::NAN,
+        f64::INFINITY,
+    ];
+    let template = report.phases[4].rows[0].clone();
+    let mut rows = Vec::new();
+    for (i, &time) in times.iter().enumerate() {
+        let mut row = template.clone();
+        row.file_index = i;
+        row.measured.wall_seconds = time;
+        row.measured.gpu_seconds = (i % 3 != 0).then_some(times[times.len() - 1 - i]);
+        row.measured.repetition = (i % 2 == 0).then_some(u64::MAX - i as u64);
+        row.measured.forward_passes = [0, 1, u64::MAX][i % 3];
+        row.measured.counters = crate::document::AllocatorCounters::every([0, 7, u64::MAX][i % 3]);
+        row.predicted_end_allocated_bytes = u64::MAX - (i as u64);
+        row.predicted_peak_allocated_bytes = i as u64;
+        row.peak_allocated_minus_predicted_bytes = [
+            -1,
+            0,
+            i128::from(u64::MAX) + 1,
+            -i128::from(u64::MAX) - 5,
+            i128::MIN + 1,
+        ][i % 5];
+        row.achieved_flops_per_second = match i % 3 {
+            0 => None,
+            1 => Some(Decimal::new(-12_345, 2)),
+            _ => Some(Decimal::MAX),
+        };
+        rows.push(row);
+    }
+    report.phases[4].rows = rows;
+    report.phases[1].rows.clear();
+    assert_eq!(hand_json_text(&report), serde_json_text(&report));
+    report.phases.clear();
+    report.files.clear();
+    assert_eq!(hand_json_text(&report), serde_json_text(&report));
 }

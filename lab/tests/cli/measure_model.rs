@@ -379,6 +379,102 @@ fn lab_report_shows_the_prediction_beside_the_measurement() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("warm_prefill rows"));
 }
 
+/// The kinds of file `lab report` tells apart (each read once), given two at a time in both
+/// orders: a model measurement's problem is named first, then a mix of kinds, then a
+/// document given twice (of either kind), then the first file in order that does not read
+/// (not JSON: 2, missing: 1, a folder: 2); two good files of one kind are reported.
+#[test]
+fn lab_report_tells_every_pair_of_file_kinds_apart() {
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Kind {
+        Model,
+        BadModel,
+        Synthetic,
+        Comparison,
+        NotJson,
+        Missing,
+        Folder,
+    }
+    use Kind::*;
+    let dir = tempfile::tempdir().unwrap();
+    let model_doc = dir.path().join("m.json");
+    let worker = fake_worker(dir.path(), "ok", "", &fake_model_measurement(false), 0);
+    let a = args(
+        &model("llama-3.2-1b"),
+        &model_doc,
+        &worker,
+        &["--random-weights"],
+    );
+    assert!(lab().args(&a).output().unwrap().status.success());
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&model_doc).unwrap()).unwrap();
+    doc["workload"]["repeats"] = 5.into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let synthetic = repo_root().join("examples/h200/rust-small-float32.json");
+    let not_json = dir.path().join("notes.txt");
+    std::fs::write(&not_json, "not json\n").unwrap();
+    let path = |kind: Kind| match kind {
+        Model => model_doc.clone(),
+        BadModel => bad.clone(),
+        Synthetic => synthetic.clone(),
+        Comparison => repo_root().join("examples/h200x2/comparison.json"),
+        NotJson => not_json.clone(),
+        Missing => dir.path().join("missing.json"),
+        Folder => dir.path().to_path_buf(),
+    };
+    let fails = |kind: Kind| match kind {
+        NotJson => Some((2, "not a measurement document")),
+        Missing => Some((1, "cannot read")),
+        Folder => Some((2, "is not a file")),
+        _ => None,
+    };
+    let expected = |a: Kind, b: Kind| -> (i32, &str) {
+        let models = [a, b]
+            .iter()
+            .filter(|k| matches!(k, Model | BadModel))
+            .count();
+        if a == BadModel || b == BadModel {
+            (2, "warm_prefill rows")
+        } else if models == 1 {
+            (2, "not both at once")
+        } else if a == b && fails(a).is_none() {
+            (2, "are the same document")
+        } else {
+            fails(a).or(fails(b)).unwrap_or((0, ""))
+        }
+    };
+    let kinds = [
+        Model, BadModel, Synthetic, Comparison, NotJson, Missing, Folder,
+    ];
+    for a in kinds {
+        for b in kinds {
+            let out = lab()
+                .arg("report")
+                .arg(path(a))
+                .arg(path(b))
+                .output()
+                .unwrap();
+            let (code, needle) = expected(a, b);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "{a:?} {b:?}: {stderr}");
+            if code == 0 {
+                assert!(!out.stdout.is_empty(), "{a:?} {b:?}");
+            } else {
+                assert!(out.stdout.is_empty(), "{a:?} {b:?}");
+                // A comparison's note ("note: ... reporting the documents it compares") may
+                // come first; the refusal is one line.
+                let refusal: Vec<&str> = stderr
+                    .lines()
+                    .filter(|l| !l.starts_with("note: "))
+                    .collect();
+                assert_eq!(refusal.len(), 1, "{a:?} {b:?}: {stderr}");
+                assert!(refusal[0].contains(needle), "{a:?} {b:?}: {stderr}");
+            }
+        }
+    }
+}
+
 /// A fake worker for two GPUs: the environment question answered with two GPUs, a model
 /// measurement of `cuda:N` with `m-N.json` (`device_index` read from the request).
 fn fake_two_gpus(dir: &Path) -> PathBuf {

@@ -310,12 +310,18 @@ fn control_and_format_characters_in_a_catalog_are_refused_alike() {
             "line 2: model name is empty".to_string(),
         ));
     }
-    for (name, content, expected) in &refused {
-        let file = catalog_variant(dir.path(), name, content.clone().into_bytes());
-        let (lab, python) = priced_with(&file);
-        let outcome = assert_same_message(&lab, "calcul_forfaits.py", &python);
+    let cases: Vec<Refusal> = refused
+        .iter()
+        .map(|(name, content, _)| {
+            let file = catalog_variant(dir.path(), name, content.clone().into_bytes());
+            let (lab, python) = priced_with(&file);
+            (lab, "calcul_forfaits.py", python)
+        })
+        .collect();
+    let outcomes = assert_same_messages(&cases);
+    for ((name, _, expected), outcome) in refused.iter().zip(&outcomes) {
         assert!(
-            message(&outcome).contains(expected.as_str()),
+            message(outcome).contains(expected.as_str()),
             "{name}: {}",
             outcome.stderr
         );

@@ -11,10 +11,12 @@
 //!
 //! Both sides get the catalog through `--tariffs data/tarifs-forfaits.csv`, so the `catalog`
 //! objects (snapshot date, SHA-256, `embedded: false`, `illustrative`) must match too. Every `lab` call is a
-//! real process. On the Python side the grids run through one interpreter that calls each
-//! script's `main(argv)` per case (starting 1,800 interpreters would take minutes on a small
-//! CI machine); the bad inputs and a sample of the grid also run as real `python3 SCRIPT ...`
-//! processes, which checks that the in-process driver changes nothing.
+//! real process. On the Python side the grids and most bad inputs run through one interpreter
+//! that calls each script's `main(argv)` per case (starting 1,800 interpreters would take
+//! minutes on a small CI machine); a sample of the grid and every 4th bad input
+//! ([`support::REAL_PROCESS_EVERY`]) also run as real `python3 SCRIPT ...` processes, which
+//! checks that the in-process driver changes nothing (the same exit code, stdout and stderr).
+//! The interpreter is resolved once to its `sys.executable` ([`support::python`]).
 //!
 //! Needs `python3` on PATH (or the interpreter named by `$PYTHON`), standard library only.
 //!

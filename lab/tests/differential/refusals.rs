@@ -105,26 +105,27 @@ fn bad_price_inputs_are_refused_alike() {
     cases.push(strings(&[
         "--gpu", "b200", "--days", "7", "--lots", "1", "--js",
     ]));
-    for args in &cases {
-        let mut lab = strings(&["price"]);
-        lab.extend(args.iter().cloned());
-        assert_same_refusal(&lab, "calcul_forfaits.py", args);
-    }
+    let refusals: Vec<Refusal> = cases
+        .iter()
+        .map(|args| {
+            let (lab, python) = price_args(args);
+            (lab, "calcul_forfaits.py", python)
+        })
+        .collect();
+    let outcomes = assert_same_refusals(&refusals);
     // The unreadable file is a runtime failure (1), the malformed ones bad input (2).
-    let mut args = strings(&base);
-    args.extend(strings(&["--tariffs", &missing]));
-    assert_eq!(run_python_process("calcul_forfaits.py", &args).code, 1);
+    let python_code = |file: &str| {
+        let mut args = strings(&base);
+        args.extend(strings(&["--tariffs", file]));
+        let at = refusals.iter().position(|(_, _, p)| *p == args).unwrap();
+        outcomes[at].1.code
+    };
+    assert_eq!(python_code(&missing), 1);
     for file in ["/dev/zero", folder.as_str(), ""]
         .into_iter()
         .chain(malformed.iter().map(String::as_str))
     {
-        let mut args = strings(&base);
-        args.extend(strings(&["--tariffs", file]));
-        assert_eq!(
-            run_python_process("calcul_forfaits.py", &args).code,
-            2,
-            "{file}"
-        );
+        assert_eq!(python_code(file), 2, "{file}");
     }
 }
 
@@ -204,11 +205,15 @@ fn bad_estimate_inputs_are_refused_alike() {
         "4",
     ]));
     cases.push(strings(&["--parameters", "7", "--bits", "16", "--js"]));
-    for args in &cases {
-        let mut full = strings(&["estimate"]);
-        full.extend(args.iter().cloned());
-        assert_same_refusal(&full, "mesure_memoire.py", &full);
-    }
+    let refusals: Vec<Refusal> = cases
+        .iter()
+        .map(|args| {
+            let mut full = strings(&["estimate"]);
+            full.extend(args.iter().cloned());
+            (full.clone(), "mesure_memoire.py", full)
+        })
+        .collect();
+    assert_same_refusals(&refusals);
 }
 
 #[test]
@@ -236,10 +241,14 @@ fn integers_of_any_length_are_refused_alike() {
             value,
         ]));
     }
-    for args in &cases {
-        let (lab, python) = price_args(args);
-        assert_same_message(&lab, "calcul_forfaits.py", &python);
-    }
+    let refusals: Vec<Refusal> = cases
+        .iter()
+        .map(|args| {
+            let (lab, python) = price_args(args);
+            (lab, "calcul_forfaits.py", python)
+        })
+        .collect();
+    assert_same_messages(&refusals);
     // Leading zeros are harmless on both sides, however many.
     let zeros_then_one = format!("{}1", "0".repeat(5000));
     let zeros_then_seven = format!("{}7", "0".repeat(5000));
@@ -265,6 +274,7 @@ fn integers_of_any_length_are_refused_alike() {
     }
     compare_grid("long leading zeros", "calcul_forfaits.py", &grid);
     // The same in estimate's integer flags.
+    let mut refusals: Vec<Refusal> = Vec::new();
     for value in huge {
         for args in [
             strings(&["estimate", "--parameters", value, "--bits", "16"]),
@@ -279,12 +289,13 @@ fn integers_of_any_length_are_refused_alike() {
                 value,
             ]),
         ] {
-            assert_same_message(&args, "mesure_memoire.py", &args);
+            refusals.push((args.clone(), "mesure_memoire.py", args));
         }
     }
     // And in measure's (refused before any GPU is looked for).
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("m.json").to_string_lossy().into_owned();
+    let mut flags = Vec::new();
     for value in huge {
         for flag in [
             "--batch",
@@ -311,13 +322,18 @@ fn integers_of_any_length_are_refused_alike() {
                 Some(at) => args[at + 1] = value.to_string(),
                 None => args.extend(strings(&[flag, value])),
             }
-            let lab = assert_same_message(&args, "mesure_memoire.py", &args);
-            assert!(
-                message(&lab).contains(&format!("for '{flag} <")),
-                "{flag}: {}",
-                lab.stderr
-            );
+            flags.push((refusals.len(), flag));
+            refusals.push((args.clone(), "mesure_memoire.py", args));
         }
+    }
+    let outcomes = assert_same_messages(&refusals);
+    for (at, flag) in flags {
+        let lab = &outcomes[at];
+        assert!(
+            message(lab).contains(&format!("for '{flag} <")),
+            "{flag}: {}",
+            lab.stderr
+        );
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -353,6 +369,7 @@ fn device_spellings_are_judged_alike() {
         "cuda:99999999999",
         long.as_str(),
     ];
+    let mut refusals: Vec<Refusal> = Vec::new();
     for device in refused {
         let args = strings(&[
             "measure",
@@ -367,8 +384,9 @@ fn device_spellings_are_judged_alike() {
             "--output",
             &output,
         ]);
-        assert_same_message(&args, "mesure_memoire.py", &args);
+        refusals.push((args.clone(), "mesure_memoire.py", args));
     }
+    assert_same_messages(&refusals);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // The environment diagnostic echoes the device as typed on both sides, valid or not.
     for device in refused
@@ -481,6 +499,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
             ],
         ),
     ];
+    let mut refusals: Vec<Refusal> = Vec::new();
     for (sub, script, pairs) in &commands {
         for (at, (flag, _)) in pairs.iter().enumerate() {
             // "-x" is a fine file name: for --output both twins go on (to a GPU check); and
@@ -502,7 +521,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
                 if let Some(v) = value {
                     args.push(v.to_string());
                 }
-                assert_same_message(&with_command(sub, &args), script, &for_script(sub, &args));
+                refusals.push((with_command(sub, &args), *script, for_script(sub, &args)));
             }
         }
         // A bare "--" ends the options: nothing may follow it.
@@ -511,7 +530,7 @@ fn hyphen_and_missing_values_are_refused_alike() {
             .flat_map(|(f, v)| [f.to_string(), v.to_string()])
             .collect();
         args.extend(strings(&["--", "stray"]));
-        assert_same_message(&with_command(sub, &args), script, &for_script(sub, &args));
+        refusals.push((with_command(sub, &args), *script, for_script(sub, &args)));
     }
     // An output path that is empty or names a folder is refused before anything runs.
     let folder = dir.path().join("m.json/").to_string_lossy().into_owned();
@@ -529,8 +548,9 @@ fn hyphen_and_missing_values_are_refused_alike() {
             "--output",
             output,
         ]);
-        assert_same_message(&args, "mesure_memoire.py", &args);
+        refusals.push((args.clone(), "mesure_memoire.py", args));
     }
+    assert_same_messages(&refusals);
 }
 
 /// Sizes that no tensor can have are refused before the output folder is looked at, by both
@@ -550,6 +570,7 @@ fn oversized_measurements_are_refused_alike_and_first() {
         (u64::MAX, 1, 1),
         (100_000_000, 100_000_000, 100_000),
     ];
+    let mut refusals: Vec<Refusal> = Vec::new();
     for (batch, context, width) in cases {
         let args = strings(&[
             "measure",
@@ -564,6 +585,7 @@ fn oversized_measurements_are_refused_alike_and_first() {
             "--output",
             missing,
         ]);
-        assert_same_message(&args, "mesure_memoire.py", &args);
+        refusals.push((args.clone(), "mesure_memoire.py", args));
     }
+    assert_same_messages(&refusals);
 }

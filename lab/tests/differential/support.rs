@@ -70,9 +70,28 @@ pub fn script(name: &str) -> String {
         .into_owned()
 }
 
-/// The Python interpreter: `$PYTHON`, else `python3`.
+/// The Python interpreter: `$PYTHON`, else `python3`, resolved once to the program it runs
+/// (its `sys.executable`), so that each of the suite's hundreds of processes starts that
+/// program itself. Where `python3` on the PATH is a launcher (pyenv's shim is a shell script
+/// that runs `pyenv exec`), starting it cost more than the interpreter: 126 ms of CPU per
+/// `python3 -c pass` against 53 ms for the interpreter it runs, on the 2-core machine
+/// (BENCHMARKS.md, "Verify time"). The name as given when it cannot be resolved.
 pub fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
+    static RESOLVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RESOLVED
+        .get_or_init(|| {
+            let named = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+            Command::new(&named)
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()
+                .filter(|out| out.status.success())
+                .and_then(|out| String::from_utf8(out.stdout).ok())
+                .map(|text| text.trim_end_matches(['\n', '\r']).to_string())
+                .filter(|path| !path.is_empty() && Path::new(path).is_file())
+                .unwrap_or(named)
+        })
+        .clone()
 }
 
 /// Runs `lab` once per argument vector, spread over the available cores; results in order.
@@ -268,6 +287,12 @@ pub fn assert_same_refusal(
         .unwrap()
         .into();
     let python = run_python_process(script_name, python_args);
+    check_refusal(lab_args, &lab, &python);
+    (lab, python)
+}
+
+/// What [`assert_same_refusal`] requires of one bad input's two outcomes.
+fn check_refusal(lab_args: &[String], lab: &Outcome, python: &Outcome) {
     assert_ne!(lab.code, 0, "{lab_args:?}: lab accepted it");
     assert_eq!(
         lab.code, python.code,
@@ -279,7 +304,7 @@ pub fn assert_same_refusal(
         "{lab_args:?}: lab stderr: {}",
         lab.stderr
     );
-    for (side, outcome) in [("lab", &lab), ("python", &python)] {
+    for (side, outcome) in [("lab", lab), ("python", python)] {
         assert!(
             outcome.stdout.is_empty(),
             "{lab_args:?}: {side} printed {}",
@@ -292,7 +317,71 @@ pub fn assert_same_refusal(
             outcome.stderr
         );
     }
-    (lab, python)
+}
+
+/// One bad input for both sides: `lab`'s arguments, the script, the script's arguments.
+pub type Refusal<'a> = (Vec<String>, &'a str, Vec<String>);
+
+/// One case in this many of [`assert_same_refusals`] also runs as a real `python3 SCRIPT`
+/// process (the first case always).
+pub const REAL_PROCESS_EVERY: usize = 4;
+
+/// Every case refused alike, as [`assert_same_refusal`] requires of one, with fewer
+/// processes: `lab` as real processes (in parallel, [`run_lab_all`]); the script's `main`
+/// for all cases in one interpreter per script ([`run_python_batch`]); and every
+/// [`REAL_PROCESS_EVERY`]-th case again as a real process, whose exit code, stdout and
+/// stderr must be the in-process ones exactly (so the driver is checked on refusals too).
+/// Returns the outcomes (lab, python) in order.
+pub fn assert_same_refusals(cases: &[Refusal<'_>]) -> Vec<(Outcome, Outcome)> {
+    let lab_cases: Vec<Vec<String>> = cases.iter().map(|(l, _, _)| l.clone()).collect();
+    let (lab, python) = std::thread::scope(|scope| {
+        let python = scope.spawn(|| {
+            let mut outcomes: Vec<Option<Outcome>> = vec![None; cases.len()];
+            let mut scripts: Vec<&str> = cases.iter().map(|(_, s, _)| *s).collect();
+            scripts.sort_unstable();
+            scripts.dedup();
+            for script in scripts {
+                let at: Vec<usize> = (0..cases.len()).filter(|&i| cases[i].1 == script).collect();
+                let argvs: Vec<Vec<String>> = at.iter().map(|&i| cases[i].2.clone()).collect();
+                for (i, outcome) in at.into_iter().zip(run_python_batch(script, &argvs)) {
+                    outcomes[i] = Some(outcome);
+                }
+            }
+            outcomes
+        });
+        let lab = run_lab_all(&lab_cases);
+        (lab, python.join().unwrap())
+    });
+    let python: Vec<Outcome> = python.into_iter().map(Option::unwrap).collect();
+    for (i, (lab_args, script, python_args)) in cases.iter().enumerate() {
+        check_refusal(lab_args, &lab[i], &python[i]);
+        if i % REAL_PROCESS_EVERY == 0 {
+            let real = run_python_process(script, python_args);
+            assert_eq!(
+                (real.code, &real.stdout, &real.stderr),
+                (python[i].code, &python[i].stdout, &python[i].stderr),
+                "{python_args:?}: a real {script} process differs from its main() in-process"
+            );
+        }
+    }
+    lab.into_iter().zip(python).collect()
+}
+
+/// [`assert_same_refusals`], then the same message word for word on both sides of each case;
+/// returns `lab`'s outcomes in order.
+pub fn assert_same_messages(cases: &[Refusal<'_>]) -> Vec<Outcome> {
+    assert_same_refusals(cases)
+        .into_iter()
+        .zip(cases)
+        .map(|((lab, python), (lab_args, _, _))| {
+            assert_eq!(
+                message(&lab),
+                message(&python),
+                "{lab_args:?}: the messages differ"
+            );
+            lab
+        })
+        .collect()
 }
 
 /// Catalog files that both sides must refuse, naming the same line; returns their paths.
