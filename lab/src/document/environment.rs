@@ -65,6 +65,7 @@ pub struct MeasurementEnvironment {
     /// The measured GPU (`cuda:N` in the JSON).
     pub device: Device,
     /// Its name as the runtime reports it (`cudaDeviceProp::name`).
+    #[schemars(length(min = 1))]
     pub device_name: String,
     /// Compute capability `major.minor`.
     #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+$"))]
@@ -84,4 +85,41 @@ pub struct MeasurementEnvironment {
     /// valid there), so left out of the generated one.
     #[schemars(skip)]
     pub driver: Option<Driver>,
+}
+
+impl MeasurementEnvironment {
+    /// The rules of the schema that serde's types do not hold: a device name that is not
+    /// empty, a compute capability `major.minor`, counts and memory of at least 1.
+    ///
+    /// # Errors
+    /// One line naming the field and quoting the value (escaped).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.device_name.trim().is_empty() {
+            return Err("environment.device_name is empty".into());
+        }
+        let capability = self
+            .compute_capability
+            .split_once('.')
+            .is_some_and(|(a, b)| {
+                [a, b]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))
+            });
+        if !capability {
+            return Err(format!(
+                "environment.compute_capability {} is not major.minor such as \"9.0\"",
+                crate::text::ascii(&format!("{:?}", self.compute_capability))
+            ));
+        }
+        for (name, value) in [
+            ("total_memory_bytes", self.total_memory_bytes),
+            ("multiprocessor_count", self.multiprocessor_count),
+            ("device_count", self.device_count),
+        ] {
+            if value == 0 {
+                return Err(format!("environment.{name} is 0, at least 1 expected"));
+            }
+        }
+        Ok(())
+    }
 }

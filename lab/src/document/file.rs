@@ -39,6 +39,8 @@ pub fn check(document: &Document) -> std::result::Result<(), String> {
             document.tool.implementation
         ));
     }
+    super::check_created_utc(&document.created_utc)?;
+    document.environment.check()?;
     for (index, row) in document.phases.iter().enumerate() {
         let repetition_ok = match row.phase {
             Phase::WarmForward => matches!(row.repetition, Some(r) if r >= 1),

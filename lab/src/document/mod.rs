@@ -171,5 +171,42 @@ pub fn utc_now() -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
 }
 
+/// Whether `text` is a `created_utc` as the schema defines it: `YYYY-MM-DDTHH:MM:SSZ`, seconds
+/// optionally with a fraction (`.123`), and a real date and time (RFC 3339: no month 13, no
+/// February 30).
+///
+/// # Errors
+/// One line quoting the value (escaped).
+pub fn check_created_utc(text: &str) -> std::result::Result<(), String> {
+    let b = text.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shaped = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && b[b.len() - 1] == b'Z'
+        && (b.len() == 20 || (b[19] == b'.' && b.len() > 21 && digits(20..b.len() - 1)));
+    let real = shaped
+        && time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+            .is_ok();
+    if real {
+        Ok(())
+    } else {
+        Err(format!(
+            "created_utc {} is not a UTC time YYYY-MM-DDTHH:MM:SSZ",
+            crate::text::ascii(&format!("{text:?}"))
+        ))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

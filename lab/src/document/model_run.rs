@@ -225,12 +225,15 @@ pub fn compare(figure: &str, predicted: u64, measured_from: &str, measured: u64)
     }
 }
 
-/// Checks the rows of a model document: phases in protocol order, the single phases once
+/// Checks a model document: its `created_utc` and environment as the schema has them
+/// ([`super::check_created_utc`], [`MeasurementEnvironment::check`]), then its rows: phases in protocol order, the single phases once
 /// each, the repeated ones numbered 1, 2, …, peaks at least the end and baseline values.
 ///
 /// # Errors
 /// One line naming the first problem.
 pub fn check_rows(document: &ModelDocument) -> std::result::Result<(), String> {
+    super::check_created_utc(&document.created_utc)?;
+    document.environment.check()?;
     let mut last = None;
     let mut counts = std::collections::BTreeMap::new();
     for row in &document.phases {

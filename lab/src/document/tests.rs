@@ -362,3 +362,60 @@ fn hand_written_row_reader_agrees_with_the_derive() {
     // keys), not only refusals.
     assert!(agreed >= 6, "{agreed} rows read on both sides");
 }
+
+/// The schema's rules on `created_utc` and `environment` that serde's types do not hold are
+/// checked when a document is read, and the generated schema refuses the same values: each
+/// field at an empty, mistyped-in-a-string, zero or out-of-grammar value.
+#[test]
+fn created_utc_and_environment_follow_the_schema() {
+    let good = sample_json(64, 4);
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/measurement.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let valid = |text: &str| validator.is_valid(&serde_json::from_str(text).unwrap());
+    let created = r#""created_utc":"2026-11-30T10:00:00Z""#;
+    let name = r#""device_name":"NVIDIA H200""#;
+    let capability = r#""compute_capability":"9.0""#;
+    let bad = [
+        (created, r#""created_utc":"x""#, "created_utc"),
+        (created, r#""created_utc":"2026-11-30 10:00:00Z""#, "created_utc"),
+        (created, r#""created_utc":"2026-11-30T10:00:00+00:00""#, "created_utc"),
+        (created, r#""created_utc":"2026-11-30T10:00:00.Z""#, "created_utc"),
+        (created, r#""created_utc":"26-11-30T10:00:00Z""#, "created_utc"),
+        (name, r#""device_name":"""#, "device_name"),
+        (capability, r#""compute_capability":"banana""#, "compute_capability"),
+        (capability, r#""compute_capability":"9""#, "compute_capability"),
+        (capability, r#""compute_capability":"9.""#, "compute_capability"),
+        (capability, r#""compute_capability":"""#, "compute_capability"),
+        (
+            r#""total_memory_bytes":150109880320"#,
+            r#""total_memory_bytes":0"#,
+            "total_memory_bytes",
+        ),
+        (
+            r#""multiprocessor_count":132"#,
+            r#""multiprocessor_count":0"#,
+            "multiprocessor_count",
+        ),
+        (r#""device_count":1"#, r#""device_count":0"#, "device_count"),
+    ];
+    for (from, to, field) in bad {
+        let text = good.replace(from, to);
+        assert_ne!(text, good, "{to}");
+        let e = parse(text.as_bytes()).unwrap_err();
+        assert!(e.contains(field), "{to}: {e}");
+        assert!(!valid(&text), "the schema accepts {to}");
+    }
+    // A date the pattern allows but the calendar does not: refused when read.
+    let text = good.replace(created, r#""created_utc":"2026-02-30T10:00:00Z""#);
+    assert!(parse(text.as_bytes()).unwrap_err().contains("created_utc"));
+    // What both accept: fractional seconds, a two-digit major.
+    for (from, to) in [
+        (created, r#""created_utc":"2026-11-30T10:00:00.125Z""#),
+        (capability, r#""compute_capability":"10.0""#),
+    ] {
+        let text = good.replace(from, to);
+        assert!(parse(text.as_bytes()).is_ok(), "{to}");
+        assert!(valid(&text), "{to}");
+    }
+}

@@ -132,7 +132,9 @@ fn decode_kernels(
         return fallback("mixture of experts: the fused decode covers dense layers only".into());
     }
     if spec.gemma.is_some() {
-        return fallback("Gemma 2's forward: the fused decode covers Llama-like layers only".into());
+        return fallback(
+            "Gemma 2's forward: the fused decode covers Llama-like layers only".into(),
+        );
     }
     if let Some(why) = kernels::Kernels::unsupported(spec.head_dim, kind) {
         return fallback(why);
