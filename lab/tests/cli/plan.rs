@@ -76,6 +76,9 @@ fn known_parameter_counts_per_family() {
         ("granite-3.3-8b-instruct", 8170864640),
         // gpt-oss-20b ("20.91B"), its MXFP4 experts counted as parameters.
         ("gpt-oss-20b", 20914757184),
+        // gpt-oss-120b ("116.83B") and Phi-3.5-MoE-instruct ("41.9B", biases and LayerNorms).
+        ("gpt-oss-120b", 116829156672),
+        ("phi-3.5-moe-instruct", 41873153344),
         // Llama 4 Scout and Maverick with their vision towers ("109B", "400B").
         ("llama-4-scout-17b-16e", 108641793536),
         ("llama-4-maverick-17b-128e", 401583781376),
