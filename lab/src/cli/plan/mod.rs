@@ -229,7 +229,7 @@ fn run_plan(args: Args, shown: Option<String>) -> Result<()> {
         p.model = shown;
     }
     p.notes
-        .extend(lab::timing::context_notes(&request_model, context));
+        .extend(lab::timing::context_notes(&request_model, context)?);
     if args.json {
         return lab::stdout::json(&p);
     }
