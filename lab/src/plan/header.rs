@@ -143,7 +143,33 @@ impl Dtype {
     /// The dtype spelled `name` exactly (the reference library's names are case-sensitive),
     /// or `None`.
     pub fn from_name(name: &str) -> Option<Dtype> {
-        Dtype::ALL.into_iter().find(|d| d.name() == name)
+        // A match on the text (its length first), not a walk over the 22 names: it runs once
+        // per tensor.
+        Some(match name {
+            "BOOL" => Dtype::Bool,
+            "F4" => Dtype::F4,
+            "F6_E2M3" => Dtype::F6E2M3,
+            "F6_E3M2" => Dtype::F6E3M2,
+            "U8" => Dtype::U8,
+            "I8" => Dtype::I8,
+            "F8_E5M2" => Dtype::F8E5M2,
+            "F8_E4M3" => Dtype::F8E4M3,
+            "F8_E8M0" => Dtype::F8E8M0,
+            "F8_E4M3FNUZ" => Dtype::F8E4M3Fnuz,
+            "F8_E5M2FNUZ" => Dtype::F8E5M2Fnuz,
+            "I16" => Dtype::I16,
+            "U16" => Dtype::U16,
+            "F16" => Dtype::F16,
+            "BF16" => Dtype::Bf16,
+            "I32" => Dtype::I32,
+            "U32" => Dtype::U32,
+            "F32" => Dtype::F32,
+            "C64" => Dtype::C64,
+            "F64" => Dtype::F64,
+            "I64" => Dtype::I64,
+            "U64" => Dtype::U64,
+            _ => return None,
+        })
     }
 }
 
@@ -226,7 +252,7 @@ pub fn parse(header: &[u8], data_len: u64) -> Result<Header<'_>, String> {
     );
     // A top-level key given twice before the point where the reader stopped (or anywhere,
     // when it did not) came first, so it is the answer, as the tree reader found it.
-    let read = match first_repeated(&state.keys) {
+    let read = match json::first_repeated(&state.keys, |k| k.as_ref()) {
         Some(key) => Err(json::Problem::Duplicate {
             key: key.to_string(),
             parent: None,
@@ -262,7 +288,7 @@ pub fn parse(header: &[u8], data_len: u64) -> Result<Header<'_>, String> {
 struct State<'de> {
     out: Header<'de>,
     /// Top-level keys met so far (tensor names and `__metadata__`), in file order; checked
-    /// for repeats once the reader stops ([`first_repeated`]).
+    /// for repeats once the reader stops ([`json::first_repeated`]).
     keys: Vec<Cow<'de, str>>,
     /// The first entry problem, in file order; the rest is then only walked over.
     problem: Option<String>,
@@ -818,33 +844,6 @@ impl<'de> Visitor<'de> for Metadata<'_> {
     }
 }
 
-/// The first key of `keys` (in their order) equal to one before it, or `None`.
-///
-/// Sorting 64-bit hashes (the standard library's keyed SipHash, so a crafted header cannot
-/// make them collide) reads memory in order, where a hash set of 10⁶ names misses the cache
-/// on every insert; only when two hashes are equal is the set built, to compare the keys as
-/// text and find the first one that repeats.
-fn first_repeated<'k>(keys: &'k [Cow<'_, str>]) -> Option<&'k str> {
-    use std::hash::BuildHasher;
-    let hasher = std::collections::hash_map::RandomState::new();
-    let mut hashes: Vec<(u64, u32)> = keys
-        .iter()
-        .zip(0u32..)
-        .map(|(k, i)| (hasher.hash_one(k.as_ref()), i))
-        .collect();
-    hashes.sort_unstable();
-    if !hashes.windows(2).any(|w| w[0].0 == w[1].0) {
-        return None;
-    }
-    let mut seen = HashSet::with_capacity(keys.len());
-    for k in keys {
-        if !seen.insert(k.as_ref()) {
-            return Some(k.as_ref());
-        }
-    }
-    None
-}
-
 /// The reference library's layout rule (`safetensors/src/tensor.rs`, `Metadata::validate`
 /// and `SafeTensors::read_metadata`): sorted by `data_offsets`, the first tensor begins at 0,
 /// each begins where the one before ends, and the last ends where the file ends
@@ -906,6 +905,29 @@ mod tests {
     }
 
     /// Every dtype of the reference library at its width, spelled exactly; nothing else.
+    /// Every name of the reference library reads as its dtype, and only those exact names
+    /// (case, padding and near names refused).
+    #[test]
+    fn dtype_names_read_back_exactly() {
+        for d in Dtype::ALL {
+            assert_eq!(Dtype::from_name(d.name()), Some(d));
+            assert_eq!(Dtype::from_name(&d.name().to_lowercase()), None, "{d:?}");
+            assert_eq!(Dtype::from_name(&format!("{} ", d.name())), None, "{d:?}");
+        }
+        for near in [
+            "",
+            "F8_E4M3FN",
+            "FP16",
+            "BFLOAT16",
+            "F8",
+            "U4",
+            "I4",
+            "F8_E8M0FNU",
+        ] {
+            assert_eq!(Dtype::from_name(near), None, "{near}");
+        }
+    }
+
     #[test]
     fn every_reference_dtype_is_read_at_its_width() {
         let widths = [

@@ -187,15 +187,53 @@ pub fn typed<'de, T: DeserializeSeed<'de>>(
     duplicate: &Duplicates,
     seed: T,
 ) -> Result<T::Value, Problem> {
-    let mut reader = serde_json::Deserializer::from_slice(bytes);
-    let read = seed
-        .deserialize(&mut reader)
-        .and_then(|value| reader.end().map(|()| value));
+    // Text that is UTF-8 throughout (every real header) is checked in one pass, not string by
+    // string as the reader goes; other bytes take the byte reader, which refuses them where
+    // it meets them, after whatever came before.
+    let read = match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let mut reader = serde_json::Deserializer::from_str(text);
+            seed.deserialize(&mut reader)
+                .and_then(|value| reader.end().map(|()| value))
+        }
+        Err(_) => {
+            let mut reader = serde_json::Deserializer::from_slice(bytes);
+            seed.deserialize(&mut reader)
+                .and_then(|value| reader.end().map(|()| value))
+        }
+    };
     match (read, duplicate.take()) {
         (_, Some(problem)) => Err(problem),
         (Ok(value), None) => Ok(value),
         (Err(e), None) => Err(Problem::Invalid(e)),
     }
+}
+
+/// The first of `items`' keys (in their order) equal to one before it, or `None`.
+///
+/// Keys in increasing order (the common case: writers sort them) hold no repeat, which one
+/// comparison of neighbours shows. Otherwise the 64-bit hashes are sorted (the standard
+/// library's keyed SipHash, so a crafted file cannot make them collide), which reads memory
+/// in order where a hash set of 10⁶ names misses the cache on every insert; only when two
+/// hashes are equal is the set built, to compare the keys as text and find the first one that
+/// repeats.
+pub fn first_repeated<'k, T>(items: &'k [T], key: impl Fn(&'k T) -> &'k str) -> Option<&'k str> {
+    use std::hash::BuildHasher;
+    if items.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+        return None;
+    }
+    let hasher = std::collections::hash_map::RandomState::new();
+    let mut hashes: Vec<(u64, u32)> = items
+        .iter()
+        .zip(0u32..)
+        .map(|(k, i)| (hasher.hash_one(key(k)), i))
+        .collect();
+    hashes.sort_unstable();
+    if !hashes.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items.iter().map(key).find(|k| !seen.insert(*k))
 }
 
 /// Records that `key` is listed twice in the object under `parent` and returns the error that

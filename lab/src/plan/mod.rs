@@ -219,6 +219,14 @@ pub struct ArchitectureSummary {
     pub attention_chunk: Option<u64>,
     /// Routed experts and experts per token, for a mixture of experts.
     pub experts: Option<(u64, u64)>,
+    /// Layers whose feed-forward is the dense MLP of `intermediate_size`.
+    pub dense_layers: u64,
+    /// Layers whose feed-forward is the mixture of `experts`.
+    pub expert_layers: u64,
+    /// Intermediate size of one routed expert, for a mixture of experts.
+    pub expert_intermediate: Option<u64>,
+    /// The shared experts' combined intermediate size (0: none), for a mixture of experts.
+    pub shared_expert_intermediate: Option<u64>,
     /// `kv_lora_rank + qk_rope_head_dim` for latent attention.
     pub latent_kv_width: Option<u64>,
     /// Latent attention's widths (DeepSeek-V2/V3), when the layers use it: then the heads'
@@ -630,6 +638,10 @@ pub fn plan_model(
         chunked_attention_layers: arch.chunked_layers() as u64,
         attention_chunk: arch.attention_chunk(),
         experts: arch.experts.map(|e| (e.routed, e.per_token)),
+        dense_layers: arch.dense_layers() as u64,
+        expert_layers: arch.layers - arch.dense_layers() as u64,
+        expert_intermediate: arch.experts.map(|e| e.intermediate),
+        shared_expert_intermediate: arch.experts.map(|e| e.shared_intermediate),
         latent_kv_width: arch.latent.map(|l| l.kv_lora_rank + l.qk_rope_head_dim),
         latent: arch.latent.map(|l| LatentSummary {
             kv_lora_rank: l.kv_lora_rank,

@@ -17,7 +17,7 @@
 //! link loop, no permission) is exit 1, never skipped.
 
 use crate::{Error, Result};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -274,7 +274,11 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
             map.len()
         )));
     }
-    let mut shards: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // Each shard with the index's tensors for it, in the order the index first names them.
+    // The index lists a shard's tensors in runs, so the last shard is tried first.
+    let mut slot: HashMap<&str, usize> = HashMap::new();
+    let mut shards: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut last: Option<usize> = None;
     for (tensor, file) in &map {
         let Some(file) = file.as_deref() else {
             return Err(Error::usage(format!(
@@ -282,21 +286,38 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
                 crate::text::excerpt(tensor)
             )));
         };
-        if let Some(problem) = shard_name_problem(file) {
-            return Err(Error::usage(format!(
-                "{shown}: shard \"{}\" of tensor \"{}\" {problem}",
-                crate::text::excerpt(file),
-                crate::text::excerpt(tensor)
-            )));
-        }
-        shards.entry(file).or_default().insert(tensor);
+        let at = match last.filter(|&i| shards[i].0 == file) {
+            Some(i) => i,
+            None => match slot.get(file) {
+                Some(&i) => i,
+                None => {
+                    // A shard's name is checked where the index first names it, which is
+                    // where a refusal of it names a tensor.
+                    if let Some(problem) = shard_name_problem(file) {
+                        return Err(Error::usage(format!(
+                            "{shown}: shard \"{}\" of tensor \"{}\" {problem}",
+                            crate::text::excerpt(file),
+                            crate::text::excerpt(tensor)
+                        )));
+                    }
+                    slot.insert(file, shards.len());
+                    shards.push((file, Vec::new()));
+                    shards.len() - 1
+                }
+            },
+        };
+        last = Some(at);
+        shards[at].1.push(tensor);
     }
     if shards.is_empty() {
         return Err(Error::usage(format!("{shown}: weight_map is empty")));
     }
     let folder = index.parent().unwrap_or(Path::new("."));
     let folder_shown = crate::text::one_line(&folder.display().to_string());
-    let listed: BTreeSet<&str> = shards.keys().copied().collect();
+    let listed: BTreeSet<&str> = shards.iter().map(|(file, _)| *file).collect();
+    // Read in the order of their names, as the answers name the first shard that is wrong.
+    let mut order: Vec<usize> = (0..shards.len()).collect();
+    order.sort_unstable_by_key(|&i| shards[i].0);
     // Another checkpoint's file (Mistral's consolidated.safetensors, an adapter) is not read
     // by transformers through an index; a shard-like name or model.safetensors (which
     // transformers would load instead of the index) is.
@@ -312,7 +333,8 @@ fn read_index_within(index: &Path, folder_limit: u64) -> Result<Summary> {
     }
     let mut total = Summary::default();
     let mut header_bytes: u64 = 0;
-    for (file, tensors) in &shards {
+    for at in order {
+        let (file, tensors) = &shards[at];
         let path = folder.join(file);
         // A directory, a FIFO or a dangling link of that name is there: read_file says what
         // is wrong with it.
@@ -378,23 +400,29 @@ enum Mismatch {
 }
 
 /// Compares a shard's header with the index's tensors for it. Names in a header are unique
-/// (a repeated one is refused), so equal counts and no extra name mean the same set; the
-/// sets are built only when they differ.
-fn mismatch(header: &super::header::Header, listed: &BTreeSet<&str>) -> Option<Mismatch> {
-    let extra = |t: &&super::header::Tensor| !listed.contains(t.name.as_ref());
-    if header.tensors.len() == listed.len() && !header.tensors.iter().any(|t| extra(&t)) {
-        return None;
+/// (a repeated one is refused), and so are the index's, so the two sorted lists are equal
+/// exactly when the sets are; both are usually in name order already, which the sort only
+/// confirms.
+fn mismatch(header: &super::header::Header, listed: &[&str]) -> Option<Mismatch> {
+    if header.tensors.len() == listed.len() {
+        let mut have: Vec<&str> = header.tensors.iter().map(|t| t.name.as_ref()).collect();
+        let mut want = listed.to_vec();
+        have.sort_unstable();
+        want.sort_unstable();
+        if have == want {
+            return None;
+        }
     }
-    let names: std::collections::HashSet<&str> =
-        header.tensors.iter().map(|t| t.name.as_ref()).collect();
-    if let Some(missing) = listed.iter().find(|t| !names.contains(**t)) {
+    let names: HashSet<&str> = header.tensors.iter().map(|t| t.name.as_ref()).collect();
+    if let Some(missing) = listed.iter().filter(|t| !names.contains(**t)).min() {
         return Some(Mismatch::Missing((*missing).to_string()));
     }
+    let listed: HashSet<&str> = listed.iter().copied().collect();
     header
         .tensors
         .iter()
-        .filter(extra)
         .map(|t| t.name.as_ref())
+        .filter(|n| !listed.contains(n))
         .min()
         .map(|n| Mismatch::Extra(n.to_string()))
 }
@@ -798,6 +826,76 @@ mod tests {
                     prop_assert_eq!(s.tensors as usize, entries.len());
                 }
                 Err(e) => prop_assert!(!e.contains('\n')),
+            }
+        }
+
+        // The index against its shards' headers, over interleaved index orders, shuffled
+        // headers and one fault (a tensor dropped from its header, or written into another
+        // shard's too): accepted exactly when every header names the tensors the index puts
+        // there; otherwise the first shard by name that differs is named, with its first
+        // missing tensor by name, else its first extra one, as the set reader answered.
+        #[test]
+        fn index_and_headers_agree_as_sets(
+            shard_of in proptest::collection::vec(0usize..3, 1..10),
+            seed in any::<u64>(),
+            fault in 0usize..3,
+            which in any::<prop::sample::Index>(),
+        ) {
+            use std::collections::BTreeMap;
+            let n = shard_of.len();
+            let name = |i: usize| format!("t{i:02}");
+            let file = |s: usize| format!("s{s}.safetensors");
+            // A fixed shuffle of 0..n from the seed (index order and header orders).
+            let shuffled = |salt: u64| {
+                let mut v: Vec<usize> = (0..n).collect();
+                v.sort_by_key(|i| (*i as u64 + 1).wrapping_mul(seed ^ salt).rotate_left(17));
+                v
+            };
+            let mut headers: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for i in shuffled(1) {
+                headers.entry(shard_of[i]).or_default().push(i);
+            }
+            let k = which.index(n);
+            match fault {
+                1 => headers.get_mut(&shard_of[k]).unwrap().retain(|&i| i != k),
+                2 => headers.entry((shard_of[k] + 1) % 3).or_default().push(k),
+                _ => {}
+            }
+            let dir = tempfile::tempdir().unwrap();
+            for (s, tensors) in &headers {
+                let entries: Vec<String> = tensors.iter().enumerate().map(|(at, i)| format!(
+                    r#""{}":{{"dtype":"U8","shape":[1],"data_offsets":[{at},{}]}}"#, name(*i), at + 1
+                )).collect();
+                let header = format!("{{{}}}", entries.join(","));
+                std::fs::write(dir.path().join(file(*s)), file_bytes(&header, tensors.len())).unwrap();
+            }
+            // A shard the index names whose header lost its only tensor is still a file.
+            for s in shard_of.iter() {
+                if !dir.path().join(file(*s)).exists() {
+                    std::fs::write(dir.path().join(file(*s)), file_bytes("{}", 0)).unwrap();
+                }
+            }
+            let map: Vec<String> = shuffled(2).iter().map(|&i| format!(r#""{}":"{}""#, name(i), file(shard_of[i]))).collect();
+            let index = dir.path().join("model.safetensors.index.json");
+            std::fs::write(&index, format!(r#"{{"weight_map":{{{}}}}}"#, map.join(","))).unwrap();
+            // The answer of sets: the index's shards by name, each one's tensors as a set.
+            let mut listed: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+            for (i, s) in shard_of.iter().enumerate() {
+                listed.entry(*s).or_default().insert(i);
+            }
+            let expected = listed.iter().find_map(|(s, want)| {
+                let have: BTreeSet<usize> = headers.get(s).into_iter().flatten().copied().collect();
+                if let Some(m) = want.iter().find(|i| !have.contains(i)) {
+                    return Some(format!("puts tensor \"{}\" in {}, whose header does not have it", name(*m), file(*s)));
+                }
+                have.iter().find(|i| !want.contains(i)).map(|x| format!(
+                    "{} holds tensor \"{}\" but {} puts it in {}", file(*s), name(*x), index.display(), file(shard_of[*x])
+                ))
+            });
+            match (read_index(&index), expected) {
+                (Ok(summary), None) => prop_assert_eq!(summary.tensors as usize, n),
+                (Err(e), Some(want)) => prop_assert!(e.to_string().contains(&want), "{} / {}", e, want),
+                (got, want) => prop_assert!(false, "{:?} / {:?}", got.map(|s| s.tensors), want),
             }
         }
 

@@ -19,34 +19,48 @@ pub type Entries<'a> = Vec<(Cow<'a, str>, Option<Cow<'a, str>>)>;
 /// [`json::Problem`] for text that is not JSON or an object holding a key twice.
 pub fn parse(bytes: &[u8]) -> Result<Option<Entries<'_>>, json::Problem> {
     let duplicate = Duplicates::default();
-    json::typed(
+    let mut entries = Vec::new();
+    let read = json::typed(
         bytes,
         &duplicate,
         Top {
             duplicate: &duplicate,
+            entries: &mut entries,
         },
-    )
+    );
+    // A tensor named twice before the point where the reader stopped (or anywhere, when it
+    // did not) came first, so it is the answer, as the tree reader found it.
+    if let Some(tensor) = json::first_repeated(&entries, |(name, _)| name.as_ref()) {
+        return Err(json::Problem::Duplicate {
+            key: tensor.to_string(),
+            parent: Some("weight_map".to_string()),
+        });
+    }
+    Ok(read?.then_some(entries))
 }
 
-struct Top<'d> {
+/// The index object; its answer is whether it has a `weight_map` object, whose entries go to
+/// `entries`.
+struct Top<'d, 'e, 'de> {
     duplicate: &'d Duplicates,
+    entries: &'e mut Entries<'de>,
 }
 
-impl<'de> DeserializeSeed<'de> for Top<'_> {
-    type Value = Option<Entries<'de>>;
+impl<'de> DeserializeSeed<'de> for Top<'_, '_, 'de> {
+    type Value = bool;
     fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
         reader.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Top<'_> {
-    type Value = Option<Entries<'de>>;
+impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
+    type Value = bool;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an index object")
     }
-    others_are!(None);
+    others_are!(false);
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(false)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         Skip {
@@ -54,11 +68,11 @@ impl<'de> Visitor<'de> for Top<'_> {
             parent: None,
         }
         .visit_seq(seq)
-        .map(|_| None)
+        .map(|_| false)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut seen = HashSet::new();
-        let mut found = None;
+        let mut found = false;
         while let Some(key) = map.next_key_seed(Key)? {
             if !seen.insert(key.clone()) {
                 return Err(json::duplicate(self.duplicate, &key, None));
@@ -66,6 +80,7 @@ impl<'de> Visitor<'de> for Top<'_> {
             if key == "weight_map" {
                 found = map.next_value_seed(Map {
                     duplicate: self.duplicate,
+                    entries: &mut *self.entries,
                 })?;
             } else {
                 map.next_value_seed(Skip {
@@ -78,26 +93,28 @@ impl<'de> Visitor<'de> for Top<'_> {
     }
 }
 
-/// The `weight_map` value: its entries when it is an object.
-struct Map<'d> {
+/// The `weight_map` value: whether it is an object, whose entries go to `entries` in file
+/// order (a repeated name is found by [`parse`] once the reader stops).
+struct Map<'d, 'e, 'de> {
     duplicate: &'d Duplicates,
+    entries: &'e mut Entries<'de>,
 }
 
-impl<'de> DeserializeSeed<'de> for Map<'_> {
-    type Value = Option<Entries<'de>>;
+impl<'de> DeserializeSeed<'de> for Map<'_, '_, 'de> {
+    type Value = bool;
     fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Self::Value, D::Error> {
         reader.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Map<'_> {
-    type Value = Option<Entries<'de>>;
+impl<'de> Visitor<'de> for Map<'_, '_, 'de> {
+    type Value = bool;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object")
     }
-    others_are!(None);
+    others_are!(false);
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(false)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         Skip {
@@ -105,22 +122,24 @@ impl<'de> Visitor<'de> for Map<'_> {
             parent: Some("weight_map"),
         }
         .visit_seq(seq)
-        .map(|_| None)
+        .map(|_| false)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut seen = HashSet::new();
-        let mut entries = Vec::new();
+        if let Some(n) = map.size_hint() {
+            self.entries.reserve(n);
+        }
         while let Some(tensor) = map.next_key_seed(Key)? {
-            if !seen.insert(tensor.clone()) {
-                return Err(json::duplicate(self.duplicate, &tensor, Some("weight_map")));
-            }
+            // Listed before its value is read: a repeat found after the reader stops inside
+            // that value is still the first problem.
+            self.entries.push((tensor, None));
+            let last = self.entries.len() - 1;
             let file = map.next_value_seed(File(Skip {
                 duplicate: self.duplicate,
-                parent: Some(&tensor),
+                parent: Some(&self.entries[last].0),
             }))?;
-            entries.push((tensor, file));
+            self.entries[last].1 = file;
         }
-        Ok(Some(entries))
+        Ok(true)
     }
 }
 
@@ -202,6 +221,38 @@ mod tests {
         assert_eq!(e, "key \"a\" in \"weight_map\" is listed twice");
         let e = streamed(br#"{"metadata":{"k":{"z":1,"z":2}},"weight_map":{}}"#).unwrap_err();
         assert_eq!(e, "key \"z\" in \"k\" is listed twice");
+    }
+
+    /// A repeated tensor is the answer whenever it comes before the point where the reader
+    /// stops: before a nested repeat inside its own value or a later one, a repeated top-level
+    /// key, or text that is not JSON; after such a point it is never reached. Entries in any
+    /// order (not only sorted) are checked.
+    #[test]
+    fn a_repeated_tensor_is_answered_where_the_tree_reader_meets_it() {
+        let twice = "key \"b\" in \"weight_map\" is listed twice";
+        for (text, want) in [
+            (r#"{"weight_map":{"b":"x","a":"y","b":"z"}}"#, twice),
+            (r#"{"weight_map":{"b":"x","b":{"k":1,"k":2}}}"#, twice),
+            (
+                r#"{"weight_map":{"b":"x","b":"y","c":{"k":1,"k":2}}}"#,
+                twice,
+            ),
+            (r#"{"weight_map":{"b":"x","b":"y"},"m":1,"m":2}"#, twice),
+            (r#"{"weight_map":{"b":"x","b":"y",}}"#, twice),
+            (
+                r#"{"weight_map":{"b":{"k":1,"k":2},"b":"y"}}"#,
+                "key \"k\" in \"b\" is listed twice",
+            ),
+            (
+                r#"{"m":1,"m":2,"weight_map":{"b":"x","b":"y"}}"#,
+                "key \"m\" is listed twice",
+            ),
+        ] {
+            assert_eq!(streamed(text.as_bytes()).unwrap_err(), want, "{text}");
+            assert_eq!(tree(text.as_bytes()).unwrap_err(), want, "{text}");
+        }
+        let e = streamed(br#"{"weight_map":{"b":"x",}"#).unwrap_err();
+        assert_eq!(Err(e), tree(br#"{"weight_map":{"b":"x",}"#));
     }
 
     proptest! {

@@ -176,7 +176,7 @@ pub fn estimate_calibrated(
         two: need(&two),
     };
     let (widths, format) = widths(&one)?;
-    let mut notes = context_notes(&request.model, context);
+    let mut notes = context_notes(&request.model, context)?;
     if let Workload::Training {
         method: Method::Lora | Method::Qlora,
         ..
@@ -388,30 +388,48 @@ fn widths(p: &Plan) -> Result<(Widths, Format)> {
 
 /// A note when `context` passes the config's `max_position_embeddings` (read from the model
 /// folder or `config.json`; under `text_config` for Gemma 3), naming its `rope_scaling`
-/// (type, factor, original length) or its absence. Empty when within, or unreadable (the
-/// plan reports unreadable configs itself).
-pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
+/// (type, factor, original length) or its absence. Empty when within, absent, or unreadable
+/// (the plan reports unreadable configs itself).
+///
+/// # Errors
+/// [`crate::Error::Usage`] naming the field when it is there but not a whole number (a
+/// string, a fraction, a boolean, null, a negative number...): transformers 5.17's config
+/// classes refuse each of these but the negative (`StrictDataclassFieldValidationError`), and
+/// a note silently left out would say the context is within the model's positions.
+pub fn context_notes(model: &std::path::Path, context: u64) -> Result<Vec<String>> {
+    notes_of_context(model, context).map_err(|got| {
+        crate::Error::usage(format!(
+            "{}: max_position_embeddings must be a whole number of positions, got {}",
+            crate::text::one_line(&model.display().to_string()),
+            crate::text::excerpt(&got)
+        ))
+    })
+}
+
+/// [`context_notes`], or the mistyped `max_position_embeddings` value as JSON text.
+fn notes_of_context(
+    model: &std::path::Path,
+    context: u64,
+) -> std::result::Result<Vec<String>, String> {
     let path = if model.is_dir() {
         model.join("config.json")
     } else {
         model.to_path_buf()
     };
     let Ok(text) = std::fs::read_to_string(&path) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(text.trim_start_matches('\u{feff}'))
     else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let scope = v.get("text_config").unwrap_or(&v);
-    let Some(max) = scope
-        .get("max_position_embeddings")
-        .and_then(serde_json::Value::as_u64)
-    else {
-        return Vec::new();
+    let max = match scope.get("max_position_embeddings") {
+        None => return Ok(Vec::new()),
+        Some(given) => given.as_u64().ok_or_else(|| given.to_string())?,
     };
     if context <= max {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     // transformers 5 names it rope_parameters; older configs rope_scaling.
     let scaling = ["rope_scaling", "rope_parameters"]
@@ -467,9 +485,9 @@ pub fn context_notes(model: &std::path::Path, context: u64) -> Vec<String> {
             }
         }
     };
-    vec![format!(
+    Ok(vec![format!(
         "context {context} exceeds config.json's max_position_embeddings {max}; {allows}"
-    )]
+    )])
 }
 
 /// The plan's architecture of the model at `path` (the one place, with

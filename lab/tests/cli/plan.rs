@@ -76,6 +76,9 @@ fn known_parameter_counts_per_family() {
         ("granite-3.3-8b-instruct", 8170864640),
         // gpt-oss-20b ("20.91B"), its MXFP4 experts counted as parameters.
         ("gpt-oss-20b", 20914757184),
+        // gpt-oss-120b ("116.83B") and Phi-3.5-MoE-instruct ("41.9B", biases and LayerNorms).
+        ("gpt-oss-120b", 116829156672),
+        ("phi-3.5-moe-instruct", 41873153344),
         // Llama 4 Scout and Maverick with their vision towers ("109B", "400B").
         ("llama-4-scout-17b-16e", 108641793536),
         ("llama-4-maverick-17b-128e", 401583781376),
@@ -91,6 +94,80 @@ fn known_parameter_counts_per_family() {
         let p = plan_json(&["--model", models().join(name).to_str().unwrap()]);
         assert_eq!(p["parameters"], params, "{name}");
     }
+}
+
+/// The architecture line names each feed-forward kind with its own width, over every shipped
+/// config: the dense MLP's `intermediate` only when some layer has it (with its layer count
+/// when experts hold the others), the experts' own width (and the shared experts') when some
+/// layer has them. Llama 4 Scout, experts on all 48 layers, shows no dense width; Maverick
+/// alternates.
+#[test]
+fn architecture_line_shows_each_feed_forward_kind() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(models()).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("config.json").is_file() {
+            continue;
+        }
+        let folder = dir.to_str().unwrap();
+        let out = lab()
+            .args(["plan", "--model", folder, "--weights-dtype", "bf16"])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            continue;
+        }
+        let text = String::from_utf8(out.stdout).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        let a = &plan_json(&["--model", folder, "--weights-dtype", "bf16"])["architecture"];
+        let (dense, moe) = (
+            a["dense_layers"].as_u64().unwrap(),
+            a["expert_layers"].as_u64().unwrap(),
+        );
+        assert_eq!(dense + moe, a["layers"].as_u64().unwrap(), "{folder}");
+        let width = format!(", intermediate {}", a["intermediate_size"]);
+        assert_eq!(line.contains(&width), dense > 0, "{folder}: {line}");
+        if moe > 0 {
+            let e = &a["experts"];
+            let experts = format!(
+                "{} experts ({} per token) of intermediate {}",
+                e[0], e[1], a["expert_intermediate"]
+            );
+            assert!(line.contains(&experts), "{folder}: {line}");
+            let shared = a["shared_expert_intermediate"].as_u64().unwrap();
+            assert_eq!(
+                line.contains(&format!("{experts}, shared {shared}")),
+                shared > 0,
+                "{line}"
+            );
+            if dense > 0 {
+                let on = |n: u64| format!(" on {n} layer{}", if n == 1 { "" } else { "s" });
+                assert!(line.contains(&format!("{width}{}, ", on(dense))), "{line}");
+                assert!(line.contains(&format!("{}, vocabulary", on(moe))), "{line}");
+            }
+        } else {
+            assert!(!line.contains("experts"), "{folder}: {line}");
+        }
+        seen += 1;
+    }
+    assert!(seen >= 20, "{seen}");
+    let line = |name: &str| {
+        let out = lab()
+            .args(["plan", "--model", models().join(name).to_str().unwrap()])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    let scout = line("llama-4-scout-17b-16e");
+    assert!(scout.contains(", head 128, 16 experts (1 per token) of intermediate 8192, shared 8192, vocabulary 202048"), "{scout}");
+    assert!(!scout.contains("16384"), "{scout}");
+    let maverick = line("llama-4-maverick-17b-128e");
+    assert!(maverick.contains(", head 128, intermediate 16384 on 24 layers, 128 experts (1 per token) of intermediate 8192, shared 8192 on 24 layers, vocabulary 202048"), "{maverick}");
 }
 
 #[test]

@@ -132,3 +132,41 @@ fn latent_attention_shows_its_own_widths() {
         .stdout_has("  hidden 4096, 32 layers, 32 heads, 8 KV heads, head 128, intermediate 14336")
         .run();
 }
+
+/// A `max_position_embeddings` that is there but not a whole number (each JSON type, a
+/// fraction, a negative) is refused by name, exit 2, as transformers' config classes refuse
+/// it, rather than the context note being left out; absent, the plan goes on.
+#[test]
+fn a_mistyped_max_position_embeddings_is_refused_by_name() {
+    for given in [
+        json!("40960"),
+        json!(40960.5),
+        json!(true),
+        json!(null),
+        json!(-1),
+        json!([40960]),
+        json!({"n": 40960}),
+    ] {
+        let dir = qwen3(json!({ "max_position_embeddings": given }));
+        let out = crate::support::lab()
+            .args(["plan", "--context", "1024", "--model"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{given}: {stderr}");
+        assert!(
+            stderr.contains("max_position_embeddings must be a whole number of positions, got"),
+            "{given}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    let path = crate::support::repo_root().join("examples/models/qwen3-0.6b/config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    c.as_object_mut().unwrap().remove("max_position_embeddings");
+    let dir = folder(&c.to_string(), &[]);
+    assert!(notes(dir.path(), "100000")
+        .iter()
+        .all(|n| !n.contains("max_position_embeddings")));
+}

@@ -240,7 +240,7 @@ fn run_plan(args: Args, shown: Option<String>) -> Result<()> {
         p.model = shown;
     }
     p.notes
-        .extend(lab::timing::context_notes(&request_model, context));
+        .extend(lab::timing::context_notes(&request_model, context)?);
     if args.json {
         return lab::stdout::json(&p);
     }
@@ -285,7 +285,7 @@ fn both(bytes: u64) -> String {
 }
 
 /// The architecture line: what the family really has (latent attention's widths, not
-/// hidden / heads).
+/// hidden / heads; each feed-forward kind with its own width and the layers that have it).
 fn architecture_line(a: &plan::ArchitectureSummary) -> String {
     let attention = match &a.latent {
         Some(l) => format!(
@@ -304,11 +304,35 @@ fn architecture_line(a: &plan::ArchitectureSummary) -> String {
             a.attention_heads, a.key_value_heads, a.head_dim
         ),
     };
+    // Each feed-forward kind with its own width: the dense MLP's, and the experts' (routed
+    // and shared), each on the layers that have it.
+    let experts = match (a.experts, a.expert_intermediate) {
+        (Some((e, k)), Some(width)) if a.expert_layers > 0 => Some(format!(
+            "{e} experts ({k} per token) of intermediate {width}{}",
+            match a.shared_expert_intermediate {
+                Some(s) if s > 0 => format!(", shared {s}"),
+                _ => String::new(),
+            }
+        )),
+        _ => None,
+    };
+    let feed_forward = match experts {
+        None => format!("intermediate {}", a.intermediate_size),
+        Some(experts) if a.dense_layers == 0 => experts,
+        Some(experts) => {
+            let on = |n: u64| format!("on {n} layer{}", if n == 1 { "" } else { "s" });
+            format!(
+                "intermediate {} {}, {experts} {}",
+                a.intermediate_size,
+                on(a.dense_layers),
+                on(a.expert_layers)
+            )
+        }
+    };
     format!(
-        "  hidden {}, {} layers, {attention}, intermediate {}, vocabulary {}{}{}{}{}",
+        "  hidden {}, {} layers, {attention}, {feed_forward}, vocabulary {}{}{}{}",
         a.hidden_size,
         a.layers,
-        a.intermediate_size,
         a.vocab_size,
         if a.tied_embeddings {
             ", tied embeddings"
@@ -321,10 +345,6 @@ fn architecture_line(a: &plan::ArchitectureSummary) -> String {
         },
         match a.attention_chunk {
             Some(c) => format!(", chunks of {c} on {} layers", a.chunked_attention_layers),
-            None => String::new(),
-        },
-        match a.experts {
-            Some((e, k)) => format!(", {e} experts ({k} per token)"),
             None => String::new(),
         }
     )

@@ -427,6 +427,14 @@ impl Architecture {
     }
 
     /// Layers with chunked attention.
+    /// Layers whose feed-forward is the dense MLP of width [`Architecture::intermediate`].
+    pub fn dense_layers(&self) -> usize {
+        self.layer_kinds
+            .iter()
+            .filter(|l| l.feed_forward == FeedForward::Dense)
+            .count()
+    }
+
     pub fn chunked_layers(&self) -> usize {
         self.layer_kinds
             .iter()

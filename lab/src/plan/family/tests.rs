@@ -93,6 +93,21 @@ fn shipped_configs_count_their_public_parameters_and_kv_cache() {
             20_914_757_184,
             49_152,
         ),
+        // The model card's 116.83B; 36 layers of 8 KV heads of 64.
+        (
+            "gpt-oss-120b",
+            shipped!("gpt-oss-120b"),
+            116_829_156_672,
+            73_728,
+        ),
+        // Phi-3.5-MoE-instruct (the card's 41.9B): 16 experts of 6400 on 32 layers, biases on
+        // q/k/v/o, LayerNorms with biases, a head bias; 8 KV heads of 128.
+        (
+            "phi-3.5-moe-instruct",
+            shipped!("phi-3.5-moe-instruct"),
+            41_873_153_344,
+            131_072,
+        ),
         // 109B and 400B with the vision tower (the checkpoints' headers say 108.64B and
         // 401.58B); 48 layers of 8 KV heads of 128.
         (
