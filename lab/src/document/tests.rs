@@ -378,15 +378,47 @@ fn created_utc_and_environment_follow_the_schema() {
     let capability = r#""compute_capability":"9.0""#;
     let bad = [
         (created, r#""created_utc":"x""#, "created_utc"),
-        (created, r#""created_utc":"2026-11-30 10:00:00Z""#, "created_utc"),
-        (created, r#""created_utc":"2026-11-30T10:00:00+00:00""#, "created_utc"),
-        (created, r#""created_utc":"2026-11-30T10:00:00.Z""#, "created_utc"),
-        (created, r#""created_utc":"26-11-30T10:00:00Z""#, "created_utc"),
+        (
+            created,
+            r#""created_utc":"2026-11-30 10:00:00Z""#,
+            "created_utc",
+        ),
+        (
+            created,
+            r#""created_utc":"2026-11-30T10:00:00+00:00""#,
+            "created_utc",
+        ),
+        (
+            created,
+            r#""created_utc":"2026-11-30T10:00:00.Z""#,
+            "created_utc",
+        ),
+        (
+            created,
+            r#""created_utc":"26-11-30T10:00:00Z""#,
+            "created_utc",
+        ),
         (name, r#""device_name":"""#, "device_name"),
-        (capability, r#""compute_capability":"banana""#, "compute_capability"),
-        (capability, r#""compute_capability":"9""#, "compute_capability"),
-        (capability, r#""compute_capability":"9.""#, "compute_capability"),
-        (capability, r#""compute_capability":"""#, "compute_capability"),
+        (
+            capability,
+            r#""compute_capability":"banana""#,
+            "compute_capability",
+        ),
+        (
+            capability,
+            r#""compute_capability":"9""#,
+            "compute_capability",
+        ),
+        (
+            capability,
+            r#""compute_capability":"9.""#,
+            "compute_capability",
+        ),
+        (
+            capability,
+            r#""compute_capability":"""#,
+            "compute_capability",
+        ),
         (
             r#""total_memory_bytes":150109880320"#,
             r#""total_memory_bytes":0"#,
