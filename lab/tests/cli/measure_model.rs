@@ -632,6 +632,21 @@ fn on_an_h200_the_time_model_stands_beside_each_measured_phase() {
             "{key}: {line}"
         );
     }
+    // lab report of the document shows the same time lines after the memory lines.
+    let written = dir.path().join("written.json");
+    std::fs::write(&written, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let report = lab()
+        .args(["report", written.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let text = String::from_utf8_lossy(&report.stdout);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("lab plan predicted vs measured") < at("lab plan time predicted vs measured"));
+    assert!(text.contains(line.trim()), "{text}");
     // The schema holds the typed time section, and refuses a broken one.
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))
