@@ -356,7 +356,7 @@ fn the_documents_end_at_the_next_flag_and_an_unreadable_one_is_exit_1() {
         "1",
         &["--calibration", &doc, "--batch", "1", "--json"],
     ));
-    assert_eq!(h200_row(&v)["calibration"]["decode_ratio"], "1.2590");
+    assert_eq!(h200_row(&v)["calibration"]["decode_ratio"], "0.6123");
     crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", "--json"]))
         .refused(2, "--calibration");
     let dir = tempfile::tempdir().unwrap();
