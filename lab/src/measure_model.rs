@@ -9,8 +9,8 @@
 
 use crate::decoder::{self, weights, DecoderSpec};
 use crate::document::model_run::{
-    self, Compared, ModelDocument, ModelFacts, ModelPhase, ModelWorkload, Prediction,
-    WeightsSource, MODEL_SCHEMA_ID,
+    self, Compared, ComparedTime, ModelDocument, ModelFacts, ModelPhase, ModelWorkload, Prediction,
+    TimePrediction, WeightsSource, MODEL_SCHEMA_ID,
 };
 use crate::document::{self, Dtype, Tool};
 use crate::plan::{self, Mode, Request, WeightsFormat};
@@ -44,6 +44,8 @@ pub struct Prepared {
     pub plan_memory: plan::Memory,
     /// Notes of the plan (header versus config, formats).
     pub plan_notes: Vec<String>,
+    /// The model as given (folder or config.json), for the time model once the GPU is known.
+    pub model: PathBuf,
 }
 
 fn plan_format(dtype: Dtype) -> &'static str {
@@ -138,6 +140,7 @@ pub fn prepare(ask: &Ask) -> Result<Prepared> {
         facts,
         plan_memory: p.memory,
         plan_notes: p.notes,
+        model: ask.model.clone(),
     })
 }
 
@@ -194,6 +197,10 @@ pub fn run(prepared: &Prepared, worker_path: &Path) -> Result<ModelDocument> {
         &prepared.run.spec,
         &prepared.plan_notes,
     );
+    match time_prediction(&doc, &prepared.model) {
+        Ok(time) => doc.prediction.time = Some(time),
+        Err(why) => doc.prediction.notes.insert(0, why),
+    }
     if let Some(kernels) = &measured.decode_kernels {
         doc.prediction
             .notes
@@ -280,7 +287,6 @@ pub fn prediction(
         peak,
     ));
     let mut notes = vec![
-        "time figures: null until lab plan has a time model".to_owned(),
         "the measured cache is full-length on every layer (sliding windows are applied by the mask); lab plan counts a sliding layer's cache at its window".to_owned(),
     ];
     if spec.windows.iter().all(Option::is_none) {
@@ -293,6 +299,111 @@ pub fn prediction(
         time: None,
         notes,
     }
+}
+
+/// The time model's seconds for `doc`'s GPU, batch, prompt and output length on one GPU
+/// ([`crate::timing::one_gpu_steps`], the path `lab plan --calibration` compares with),
+/// beside the median of each measured phase that has rows
+/// ([`crate::timing::calibration::median`]).
+///
+/// # Errors
+/// The note that replaces the figures: the device is not one catalog GPU (its name shown
+/// with non-ASCII escaped), or the time model cannot price the workload (fp32, no rate).
+pub fn time_prediction(
+    doc: &ModelDocument,
+    model: &Path,
+) -> std::result::Result<TimePrediction, String> {
+    use crate::timing::calibration;
+    use rust_decimal::Decimal;
+    let null = |why: String| format!("time figures: null: {why}");
+    let catalog = crate::catalog::Catalog::embedded().map_err(|e| null(e.to_string()))?;
+    let name = &doc.environment.device_name;
+    let gpu = crate::gpu_name::catalog_gpu(&catalog, name).ok_or_else(|| {
+        null(format!(
+            "the device '{}' is not one catalog GPU ({}; a PCIe or NVL board is not its SXM namesake), and the time model prices catalog GPUs only",
+            crate::text::ascii(name),
+            catalog.gpu_ids().join(", ")
+        ))
+    })?;
+    if doc.workload.dtype == Dtype::Float32 {
+        return Err(null(format!(
+            "the time model cannot price this workload on {gpu}: data/gpu-perf.csv has no fp32 or TF32 rates; measure with --dtype bfloat16 or float16 for time figures"
+        )));
+    }
+    let priced = || -> Result<crate::timing::OneGpuSteps> {
+        let memory = plan::gpu_memory::load(None, &catalog)?;
+        let perf = crate::timing::gpu_perf::load(None, &catalog)?;
+        let w = &doc.workload;
+        crate::timing::one_gpu_steps(
+            model,
+            plan_format(w.dtype),
+            &gpu,
+            (w.batch, w.input_tokens, w.output_tokens),
+            &catalog,
+            &memory,
+            &perf,
+        )
+    };
+    let steps = priced().map_err(|e| {
+        null(format!(
+            "the time model cannot price this workload on {gpu}: {e}"
+        ))
+    })?;
+    let round = |v: Decimal| crate::units::round(v, 9);
+    let mut phases = Vec::new();
+    for (phase, profile, ceiling, expected) in [
+        (
+            ModelPhase::WarmPrefill,
+            "eager",
+            steps.ceiling.0,
+            steps.eager.0,
+        ),
+        (ModelPhase::Decode, "eager", steps.ceiling.1, steps.eager.1),
+        (
+            ModelPhase::GraphDecode,
+            "cuda-graphs",
+            steps.ceiling.1,
+            steps.graphs.1,
+        ),
+    ] {
+        let Some(measured) = calibration::median(doc, phase) else {
+            continue;
+        };
+        let rows: Vec<_> = doc.phases.iter().filter(|r| r.phase == phase).collect();
+        let source = if rows.iter().all(|r| r.gpu_seconds.is_some()) {
+            "gpu_seconds"
+        } else if rows.iter().all(|r| r.gpu_seconds.is_none()) {
+            "wall_seconds"
+        } else {
+            "gpu_seconds (wall_seconds where none)"
+        };
+        let (expected, measured) = (round(expected), round(measured));
+        let error = measured - expected;
+        phases.push(ComparedTime {
+            phase,
+            profile: profile.to_owned(),
+            ceiling_seconds: round(ceiling),
+            expected_seconds: expected,
+            measured_from: format!("median {source} of {} {phase} rows", rows.len()),
+            measured_seconds: measured,
+            error_seconds: error,
+            error_percent: (expected > Decimal::ZERO)
+                .then(|| crate::units::round(error * Decimal::ONE_HUNDRED / expected, 3)),
+        });
+    }
+    let factors = match steps.factors.as_str() {
+        "measured" => format!("efficiency factors measured on {gpu}"),
+        "carried over" => "efficiency factors carried over from the H200's measurements".to_owned(),
+        other => format!("efficiency factors {other}"),
+    };
+    Ok(TimePrediction {
+        label: format!(
+            "predictions on one {gpu}: ceiling = datasheet peaks at 100 %, an ideal engine's operators, no launch cost; expected = transformers' operators with the {factors} (docs/PLANNING.md); decode at the middle cache length"
+        ),
+        gpu,
+        factors: steps.factors,
+        phases,
+    })
 }
 
 /// The readable summary printed after the file is written: the rows (decode steps
@@ -380,6 +491,20 @@ pub fn summary_text(doc: &ModelDocument) -> String {
             "  {:<24} predicted {:>14} B  measured {:>14} B  error {:>+14} B ({pct})",
             c.figure, c.predicted_bytes, c.measured_bytes, c.error_bytes
         );
+    }
+    if let Some(t) = &doc.prediction.time {
+        let _ = writeln!(out, "lab plan time predicted vs measured ({}):", t.label);
+        for c in &t.phases {
+            let pct = c
+                .error_percent
+                .map(|p| format!("{p:+}%"))
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "  {:<13}{:<12} ceiling {:>12} s  expected {:>12} s  measured {:>12} s  error {:>+13} s ({pct})",
+                c.phase, c.profile, c.ceiling_seconds, c.expected_seconds, c.measured_seconds, c.error_seconds
+            );
+        }
     }
     for n in &doc.prediction.notes {
         let _ = writeln!(out, "  note: {n}");

@@ -173,10 +173,51 @@ pub struct Prediction {
     pub source: String,
     /// The memory figures beside their measurements.
     pub memory: Vec<Compared>,
-    /// Time figures: `None` until the time model lands.
-    pub time: Option<serde_json::Value>,
+    /// The time model's seconds for the document's GPU beside the measured medians; `None`
+    /// when the device is not one catalog GPU or the time model cannot price the workload
+    /// (a note says why), and in documents written before the time model.
+    pub time: Option<TimePrediction>,
     /// Why a figure is absent or how to read one.
     pub notes: Vec<String>,
+}
+
+/// `prediction.time`: the time model (`lab plan`'s, `docs/PLANNING.md`) for the document's
+/// GPU, batch, prompt and output length on one GPU, beside the measured steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimePrediction {
+    /// Catalog GPU id of the document's device (`crate::gpu_name::catalog_gpu`).
+    pub gpu: String,
+    /// Where that GPU's efficiency factors come from: `measured`, `carried over` (the H200's
+    /// measured fractions transferred) or `assumed` (`data/gpu-perf.csv`).
+    pub factors: String,
+    /// What the two predicted figures are, in words.
+    pub label: String,
+    /// One entry per measured phase that has rows: `warm_prefill`, `decode` (eager profile),
+    /// `graph_decode` (cuda-graphs profile).
+    pub phases: Vec<ComparedTime>,
+}
+
+/// One phase's predicted seconds beside its measured median. Every figure is an exact
+/// decimal string rounded half-to-even; the errors are computed from the figures as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComparedTime {
+    /// The measured phase (`warm_prefill`, `decode`, `graph_decode`).
+    pub phase: ModelPhase,
+    /// Engine profile of the expected figure (`eager`, `cuda-graphs`).
+    pub profile: String,
+    /// Datasheet peaks at 100 %, no launch cost, seconds, 9 decimals.
+    pub ceiling_seconds: rust_decimal::Decimal,
+    /// transformers' operators with the GPU's efficiency factors, seconds, 9 decimals.
+    pub expected_seconds: rust_decimal::Decimal,
+    /// Where the measured value comes from (`median gpu_seconds of 128 decode rows`, ...).
+    pub measured_from: String,
+    /// Median of the rows' `gpu_seconds` (`wall_seconds` where a row has none), seconds,
+    /// 9 decimals.
+    pub measured_seconds: rust_decimal::Decimal,
+    /// measured − expected, seconds (signed).
+    pub error_seconds: rust_decimal::Decimal,
+    /// error / expected × 100, 3 decimals; `None` when the expected figure is 0.
+    pub error_percent: Option<rust_decimal::Decimal>,
 }
 
 /// A whole model-measurement document.

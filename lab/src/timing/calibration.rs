@@ -223,8 +223,10 @@ fn one(
     })
 }
 
-/// Median `gpu_seconds` (wall seconds where the row has none) of the rows of `phase`.
-fn median(doc: &ModelDocument, phase: ModelPhase) -> Option<Decimal> {
+/// Median `gpu_seconds` (wall seconds where the row has none) of the rows of `phase`; the
+/// one median rule of a model document's step times (`lab plan --calibration` and the
+/// document's own `prediction.time`). `None` without rows.
+pub fn median(doc: &ModelDocument, phase: ModelPhase) -> Option<Decimal> {
     let mut v: Vec<Decimal> = doc
         .phases
         .iter()

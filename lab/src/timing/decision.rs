@@ -770,8 +770,22 @@ pub fn expected_steps(
     input: u64,
     output: u64,
 ) -> Option<(Decimal, Decimal)> {
+    one_gpu_steps(inputs, gpu, Basis::Expected, batch, input, output)
+}
+
+/// As [`expected_steps`] on either basis: the ceiling runs the ideal engine's operators at
+/// the datasheet peaks (no launch cost), the expected figure transformers' under
+/// `inputs.profile`. `None` when the GPU has no rate for the format.
+pub fn one_gpu_steps(
+    inputs: &Inputs,
+    gpu: &GpuPerf,
+    basis: Basis,
+    batch: u64,
+    input: u64,
+    output: u64,
+) -> Option<(Decimal, Decimal)> {
     let format = native_format(gpu, inputs.format, &mut Vec::new())?;
-    let r = roofline::rates(gpu, format, Basis::Expected, inputs.profile)?;
+    let r = roofline::rates(gpu, format, basis, inputs.profile)?;
     Some(inference_steps(inputs, &r, 1, 1, batch, input, output))
 }
 

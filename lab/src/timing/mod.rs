@@ -121,6 +121,148 @@ pub fn estimate_calibrated(
             "--calibration documents time inference (prefill and decode steps): give an inference workload, or leave --calibration out",
         ));
     }
+    with_inputs(ask, catalog, memory, |built| {
+        let Built {
+            shown,
+            mut inputs,
+            notes,
+            trained,
+            model,
+        } = built;
+        if !documents.is_empty() {
+            let text = plan::model::read(&model)?.config_text;
+            let measured = calibration::read(documents, &text, catalog, ask.profile)?;
+            inputs.calibration = calibrate(&inputs, perf, &measured)?;
+        }
+        let rows = decision::decide(&inputs, catalog, perf, memory)?;
+        let needs = inputs.needs;
+        let format = inputs.format;
+        let one_need = needs.one.sharded + needs.one.kv + needs.one.whole;
+        Ok((
+            shown,
+            TimePlan {
+                workload: ask.workload,
+                profile: ask.profile,
+                format,
+                trained_parameters: matches!(ask.workload, Workload::Training { .. })
+                    .then(|| u64::try_from(trained).unwrap_or(u64::MAX)),
+                need_bytes_batch_1: u64::try_from(one_need).unwrap_or(u64::MAX),
+                network_gb_s: ask.network_gb_s,
+                training_mfu: matches!(ask.workload, Workload::Training { .. })
+                    .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
+                rows,
+                notes,
+                label: if matches!(ask.workload, Workload::Training { .. }) {
+                    "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 %; expected = the stated model-FLOPs utilisation (assumed) over the GPU's dense rate, plus the AdamW step (docs/PLANNING.md)"
+                } else {
+                    "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between"
+                }
+                .to_string(),
+            },
+        ))
+    })
+}
+
+/// The time model's seconds of one `lab measure --model` workload on one catalog GPU
+/// (no tensor parallel): `(prefill, decode step)` pairs as [`decision::one_gpu_steps`]
+/// gives them, unrounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneGpuSteps {
+    /// Catalog GPU id.
+    pub gpu: String,
+    /// Where its efficiency factors come from ([`gpu_perf::LABELS`]).
+    pub factors: String,
+    /// Datasheet peaks at 100 %, the ideal engine's operators, no launch cost.
+    pub ceiling: (Decimal, Decimal),
+    /// transformers' operators with the GPU's factors, eager launches.
+    pub eager: (Decimal, Decimal),
+    /// The same with CUDA-graph replays.
+    pub graphs: (Decimal, Decimal),
+}
+
+/// Prices one prefill of `batch` × `input` tokens and one decode step at the middle length
+/// of `output` on catalog GPU `gpu`, with the weights, cache and products in `format`
+/// (`bf16`, `fp16`): the same model reading and operators as `lab plan` and
+/// `lab plan --calibration` ([`decision::expected_steps`]).
+///
+/// # Errors
+/// As [`estimate`] (an unknown family, fp32 weights); [`Error::Usage`] when `gpu` has no
+/// row in `perf` or no rate for the format.
+#[allow(clippy::too_many_arguments)]
+pub fn one_gpu_steps(
+    model: &std::path::Path,
+    format: &str,
+    gpu: &str,
+    (batch, input, output): (u64, u64, u64),
+    catalog: &Catalog,
+    memory: &[GpuMemory],
+    perf: &[GpuPerf],
+) -> Result<OneGpuSteps> {
+    let ask = Ask {
+        request: Request {
+            model: model.to_path_buf(),
+            batch,
+            context: 1,
+            weights: WeightsFormat::Named(format.to_owned()),
+            kv_dtype: Some(format.to_owned()),
+            mode: Mode::Inference,
+            checkpointing: false,
+            fixed: Default::default(),
+        },
+        workload: Workload::Inference {
+            requests: batch,
+            input_tokens: input,
+            output_tokens: output,
+        },
+        batch: Some(batch),
+        days: vec![7],
+        gpus: vec![gpu.to_owned()],
+        profile: Profile::Eager,
+        network_gb_s: Decimal::new(125, 1),
+    };
+    ask.workload.check()?;
+    let row = perf
+        .iter()
+        .find(|p| p.gpu == gpu)
+        .ok_or_else(|| Error::usage(format!("GPU {gpu} has no row in the GPU performance data")))?;
+    with_inputs(&ask, catalog, memory, |built| {
+        let mut inputs = built.inputs;
+        let none = || Error::usage(format!("GPU {gpu} has no {format} rate"));
+        let at = |inputs: &decision::Inputs, basis| {
+            decision::one_gpu_steps(inputs, row, basis, batch, input, output).ok_or_else(none)
+        };
+        let ceiling = at(&inputs, roofline::Basis::Ceiling)?;
+        let eager = at(&inputs, roofline::Basis::Expected)?;
+        inputs.profile = Profile::CudaGraphs;
+        let graphs = at(&inputs, roofline::Basis::Expected)?;
+        Ok(OneGpuSteps {
+            gpu: gpu.to_owned(),
+            factors: row.efficiency_label.clone(),
+            ceiling,
+            eager,
+            graphs,
+        })
+    })
+}
+
+/// What [`with_inputs`] hands on: the memory plan shown, the time model's inputs, the
+/// notes, the trained parameters and the model path.
+struct Built<'a> {
+    shown: Plan,
+    inputs: decision::Inputs<'a>,
+    notes: Vec<String>,
+    trained: u128,
+    model: std::path::PathBuf,
+}
+
+/// Plans the memory of the workload and builds the time model's inputs (the one reading of
+/// the model that [`estimate_calibrated`] and [`one_gpu_steps`] share), then calls `then`.
+fn with_inputs<T>(
+    ask: &Ask,
+    catalog: &Catalog,
+    memory: &[GpuMemory],
+    then: impl FnOnce(Built<'_>) -> Result<T>,
+) -> Result<T> {
     if let plan::model::Reading::Unknown(u) = plan::model::read_any(&ask.request.model)? {
         return Err(Error::usage(format!(
             "model_type \"{}\" is not one lab plan knows: its memory is a lower bound from its safetensors headers (lab plan without a workload shows it), and a workload's time needs its layers' layout, which only a known family gives",
@@ -203,36 +345,13 @@ pub fn estimate_calibrated(
         fixed: request.fixed,
         calibration: Vec::new(),
     };
-    let mut inputs = inputs;
-    if !documents.is_empty() {
-        let text = plan::model::read(&request.model)?.config_text;
-        let measured = calibration::read(documents, &text, catalog, ask.profile)?;
-        inputs.calibration = calibrate(&inputs, perf, &measured)?;
-    }
-    let rows = decision::decide(&inputs, catalog, perf, memory)?;
-    let one_need = needs.one.sharded + needs.one.kv + needs.one.whole;
-    Ok((
+    then(Built {
         shown,
-        TimePlan {
-            workload: ask.workload,
-            profile: ask.profile,
-            format,
-            trained_parameters: matches!(ask.workload, Workload::Training { .. })
-                .then(|| u64::try_from(trained).unwrap_or(u64::MAX)),
-            need_bytes_batch_1: u64::try_from(one_need).unwrap_or(u64::MAX),
-            network_gb_s: ask.network_gb_s,
-            training_mfu: matches!(ask.workload, Workload::Training { .. })
-                .then(|| decision::TRAINING_MFU.parse().unwrap_or(Decimal::ONE)),
-            rows,
-            notes,
-            label: if matches!(ask.workload, Workload::Training { .. }) {
-                "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 %; expected = the stated model-FLOPs utilisation (assumed) over the GPU's dense rate, plus the AdamW step (docs/PLANNING.md)"
-            } else {
-                "all predictions, never a cost per accepted result: ceiling = datasheet peaks at 100 % and an engine's largest batch; expected = transformers with the GPU's efficiency factors (docs/PLANNING.md); a paged-attention engine (vLLM, TensorRT-LLM) lands between"
-            }
-            .to_string(),
-        },
-    ))
+        inputs,
+        notes,
+        trained,
+        model: request.model.clone(),
+    })
 }
 
 /// The ratios per GPU model of the documents (medians where several share one).

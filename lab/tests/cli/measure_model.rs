@@ -304,7 +304,12 @@ fn a_worker_answer_becomes_a_document_valid_against_its_schema_with_the_predicti
     assert_eq!(memory[3]["figure"], "weights_allocated_bytes_stacked");
     assert_eq!(memory[4]["figure"], "kv_cache_bytes");
     assert_eq!(memory[4]["predicted_bytes"], 10 * 28 * 2 * 8 * 128 * 2);
+    // "Fake GPU" is no catalog GPU: no time figures, and the note says why.
     assert!(doc["prediction"]["time"].is_null());
+    assert!(doc["prediction"]["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("'Fake GPU' is not one catalog GPU"));
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))
             .unwrap(),
@@ -545,4 +550,270 @@ fn device_all_writes_one_model_document_per_gpu_in_a_new_folder() {
     }
     // The folder exists now: a second run is refused before any GPU work.
     refused(&a, dir.path(), 2, "exists");
+}
+
+/// `fake_model_measurement(true)` on a device named `name`, with distinct step times: warm
+/// prefills 0.002 s by the wall clock only (no GPU time) and 0.003 s by GPU events (median
+/// 0.0025), eager decode 0.006 and 0.004 s (median 0.005), graph decode 0.0031 and 0.0029 s
+/// (median 0.003).
+fn timed_measurement(name: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(&fake_model_measurement(true)).unwrap();
+    let m = &mut v["model_measurement"];
+    m["environment"]["device"]["name"] = name.into();
+    for row in m["phases"].as_array_mut().unwrap() {
+        let rep = row["repetition"].as_u64();
+        let gpu = match (row["phase"].as_str().unwrap(), rep) {
+            ("warm_prefill", Some(1)) => {
+                row["wall_seconds"] = 0.002.into();
+                serde_json::Value::Null
+            }
+            ("warm_prefill", _) => 0.003.into(),
+            ("decode", Some(1)) => 0.006.into(),
+            ("decode", _) => 0.004.into(),
+            ("graph_decode", Some(1)) => 0.0031.into(),
+            ("graph_decode", _) => 0.0029.into(),
+            _ => continue,
+        };
+        row["gpu_seconds"] = gpu;
+    }
+    v.to_string()
+}
+
+fn dec(v: &serde_json::Value) -> rust_decimal::Decimal {
+    v.as_str()
+        .unwrap_or_else(|| panic!("not a decimal string: {v}"))
+        .parse()
+        .unwrap()
+}
+
+/// Runs `lab measure --model qwen3-0.6b --graph` (batch 1, 8 + 2 tokens) with a fake worker
+/// reporting `name`; the document and stdout.
+fn measured_on(dir: &Path, name: &str, extra: &[&str]) -> (serde_json::Value, String) {
+    let out = dir.join(format!("m-{}.json", files(dir).len()));
+    let worker = fake_worker(
+        dir,
+        &format!("w{}", files(dir).len()),
+        "",
+        &timed_measurement(name),
+        0,
+    );
+    let mut flags = vec!["--random-weights", "--graph"];
+    flags.extend_from_slice(extra);
+    let run = lab()
+        .args(args(&model("qwen3-0.6b"), &out, &worker, &flags))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let doc = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    (doc, String::from_utf8_lossy(&run.stdout).into_owned())
+}
+
+#[test]
+fn on_an_h200_the_time_model_stands_beside_each_measured_phase() {
+    use rust_decimal::Decimal;
+    let dir = tempfile::tempdir().unwrap();
+    let (doc, stdout) = measured_on(dir.path(), "NVIDIA H200", &["--dtype", "bfloat16"]);
+    let t = &doc["prediction"]["time"];
+    assert_eq!(t["gpu"], "h200", "{t}");
+    assert_eq!(t["factors"], "measured");
+    let label = t["label"].as_str().unwrap();
+    assert!(label.contains("ceiling = datasheet peaks"), "{label}");
+    assert!(label.contains("factors measured on h200"), "{label}");
+    // Worked example, independently: lab plan for the same workload on the H200 (batch 1,
+    // 8 + 2 tokens, bf16) gives TTFT = one prefill and TPOT = one decode step at batch 1,
+    // rounded to 6 decimals; the document's 9-decimal figures round to the same.
+    let model_dir = model("qwen3-0.6b");
+    let plan = |profile: &str| {
+        let v = super::support::json(&[
+            "plan",
+            "--model",
+            &model_dir,
+            "--requests",
+            "1",
+            "--input-tokens",
+            "8",
+            "--output-tokens",
+            "2",
+            "--batch",
+            "1",
+            "--gpu",
+            "h200",
+            "--weights-dtype",
+            "bf16",
+            "--kv-dtype",
+            "bf16",
+            "--profile",
+            profile,
+            "--json",
+        ]);
+        v["time"]["rows"][0]["setup"].clone()
+    };
+    let (eager, graphs) = (plan("eager"), plan("cuda-graphs"));
+    let phases = t["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["warm_prefill", "decode", "graph_decode"]);
+    let cases = [
+        (
+            &phases[0],
+            "eager",
+            &eager["expected"]["ttft_s"],
+            "0.0025",
+            "median gpu_seconds (wall_seconds where none) of 2 warm_prefill rows",
+        ),
+        (
+            &phases[1],
+            "eager",
+            &eager["expected"]["tpot_s"],
+            "0.005",
+            "median gpu_seconds of 2 decode rows",
+        ),
+        (
+            &phases[2],
+            "cuda-graphs",
+            &graphs["expected"]["tpot_s"],
+            "0.003",
+            "median gpu_seconds of 2 graph_decode rows",
+        ),
+    ];
+    for (p, profile, plan_expected, measured, from) in cases {
+        assert_eq!(p["profile"], profile, "{p}");
+        let expected = dec(&p["expected_seconds"]);
+        assert_eq!(
+            expected.round_dp_with_strategy(6, rust_decimal::RoundingStrategy::MidpointNearestEven),
+            dec(plan_expected),
+            "{p}"
+        );
+        assert!(expected > Decimal::ZERO);
+        // The ceiling (datasheet peaks, no launch cost) is below the expected figure.
+        assert!(dec(&p["ceiling_seconds"]) < expected, "{p}");
+        assert_eq!(dec(&p["measured_seconds"]), dec(&measured.into()), "{p}");
+        assert_eq!(
+            p["measured_seconds"].as_str().unwrap().len(),
+            "0.".len() + 9
+        );
+        assert_eq!(p["measured_from"], from);
+        let error = dec(&p["measured_seconds"]) - expected;
+        assert_eq!(dec(&p["error_seconds"]), error, "{p}");
+        let pct = (error * Decimal::ONE_HUNDRED / expected)
+            .round_dp_with_strategy(3, rust_decimal::RoundingStrategy::MidpointNearestEven);
+        assert_eq!(dec(&p["error_percent"]), pct, "{p}");
+    }
+    // Eager and graph decode share the ceiling and differ in the expected launches.
+    assert_eq!(phases[1]["ceiling_seconds"], phases[2]["ceiling_seconds"]);
+    assert!(dec(&phases[2]["expected_seconds"]) < dec(&phases[1]["expected_seconds"]));
+    assert_eq!(
+        eager["ceiling"]["tpot_s"], graphs["ceiling"]["tpot_s"],
+        "the plan's ceiling has no profile either"
+    );
+    let notes = doc["prediction"]["notes"].to_string();
+    assert!(!notes.contains("time figures"), "{notes}");
+    // The summary shows the time lines after the memory lines, in the document's figures.
+    let memory_at = stdout.find("lab plan predicted vs measured").unwrap();
+    let time_at = stdout.find("lab plan time predicted vs measured").unwrap();
+    assert!(memory_at < time_at, "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("graph_decode") && l.contains(" ceiling "))
+        .unwrap();
+    for key in [
+        "ceiling_seconds",
+        "expected_seconds",
+        "measured_seconds",
+        "error_seconds",
+    ] {
+        assert!(
+            line.contains(phases[2][key].as_str().unwrap()),
+            "{key}: {line}"
+        );
+    }
+    // lab report of the document shows the same time lines after the memory lines.
+    let written = dir.path().join("written.json");
+    std::fs::write(&written, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let report = lab()
+        .args(["report", written.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let text = String::from_utf8_lossy(&report.stdout);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("lab plan predicted vs measured") < at("lab plan time predicted vs measured"));
+    assert!(text.contains(line.trim()), "{text}");
+    // The schema holds the typed time section, and refuses a broken one.
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("lab/schema/model-measurement.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut broken = doc.clone();
+    broken["prediction"]["time"]["phases"][0]["expected_seconds"] = 0.5.into();
+    assert!(!validator.is_valid(&broken));
+}
+
+#[test]
+fn a_device_the_time_model_cannot_price_leaves_time_null_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not one catalog GPU: another name, a PCIe board of an SXM catalog row, a look-alike
+    // with a Cyrillic letter (shown escaped).
+    for (name, shown) in [
+        ("Fake GPU", "Fake GPU"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA \u{41d}200", "NVIDIA \\u{41d}200"),
+    ] {
+        let (doc, stdout) = measured_on(dir.path(), name, &[]);
+        assert!(doc["prediction"]["time"].is_null(), "{name}");
+        let note = doc["prediction"]["notes"][0].as_str().unwrap();
+        assert!(note.starts_with("time figures: null: the device"), "{note}");
+        assert!(
+            note.contains(&format!("'{shown}' is not one catalog GPU")),
+            "{note}"
+        );
+        assert!(stdout.contains(note), "{stdout}");
+        assert!(!stdout.contains("lab plan time predicted"), "{stdout}");
+    }
+    // A catalog GPU, but fp32 (the default dtype): the time model has no fp32 rate.
+    let (doc, _) = measured_on(dir.path(), "NVIDIA H200", &["--dtype", "float32"]);
+    assert!(doc["prediction"]["time"].is_null());
+    let note = doc["prediction"]["notes"][0].as_str().unwrap();
+    assert!(
+        note.starts_with("time figures: null: the time model cannot price this workload on h200: data/gpu-perf.csv has no fp32"),
+        "{note}"
+    );
+}
+
+#[test]
+fn committed_documents_without_time_figures_still_read() {
+    // Written before the time model: `"time": null` and the old note.
+    for rel in [
+        "examples/h200/measure-model/run1/lab-llama-b1.json",
+        "examples/h200/measure-model/run5/call3/lab-llama-b1.json",
+    ] {
+        let path = repo_root().join(rel);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(v["prediction"]["time"].is_null(), "{rel}");
+        let r = lab()
+            .args(["report", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "{rel}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert!(text.contains("lab plan predicted vs measured"), "{text}");
+        assert!(!text.contains("lab plan time predicted"), "{text}");
+    }
 }
