@@ -64,8 +64,8 @@ pub struct MeasurementEnvironment {
     pub libtorch: LibtorchFacts,
     /// The measured GPU (`cuda:N` in the JSON).
     pub device: Device,
-    /// Its name as the runtime reports it (`cudaDeviceProp::name`).
-    #[schemars(length(min = 1))]
+    /// Its name as the runtime reports it (`cudaDeviceProp::name`). Not empty: the v1 schema
+    /// allows an empty one, the reader does not ([`Self::check`]).
     pub device_name: String,
     /// Compute capability `major.minor`.
     #[schemars(regex(pattern = r"^[0-9]+\.[0-9]+$"))]
@@ -88,8 +88,10 @@ pub struct MeasurementEnvironment {
 }
 
 impl MeasurementEnvironment {
-    /// The rules of the schema that serde's types do not hold: a device name that is not
-    /// empty, a compute capability `major.minor`, counts and memory of at least 1.
+    /// The rules of the schema that serde's types do not hold (a compute capability
+    /// `major.minor`, counts and memory of at least 1), and one the v1 schema cannot add
+    /// without a new id: a device name that is not empty (a measurement must name its GPU to
+    /// be tied to a package or a calibration).
     ///
     /// # Errors
     /// One line naming the field and quoting the value (escaped).
