@@ -103,6 +103,12 @@ pub fn start(step: &str) -> Heartbeat {
         let (lock, condvar) = &*signal;
         let Ok(mut stopped) = lock.lock() else { return };
         loop {
+            // A step shorter than the spawn may stop the heartbeat before this thread holds
+            // the lock: its notification is gone, so look before waiting (without this a
+            // quick step waited out a whole period, 25 s, in its drop).
+            if *stopped {
+                return;
+            }
             let Ok((guard, _)) = condvar.wait_timeout(stopped, PERIOD) else {
                 return;
             };
@@ -180,6 +186,24 @@ mod tests {
         assert_eq!(
             line("fmt", s(26_000), Some(("fmt".into(), s(26_000)))),
             "... fmt: still running after 26 s"
+        );
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    /// A heartbeat stopped at once (before its thread ever waits) ends at once, not after a
+    /// period: quick steps no longer take 25 s. Repeated so the race of the spawn is met.
+    #[test]
+    fn a_heartbeat_stopped_at_once_ends_at_once() {
+        let started = std::time::Instant::now();
+        for _ in 0..50 {
+            drop(super::start("quick step"));
+        }
+        assert!(
+            started.elapsed() < super::PERIOD,
+            "{:?} for 50 stops",
+            started.elapsed()
         );
     }
 }

@@ -41,7 +41,9 @@ pub(super) fn architecture(family: Family, top: &Map<String, Value>) -> Result<A
                 "config.json (model_type {label}) has no \"vision_config\" object"
             )));
         };
-        (text, Some(Tower::Siglip(vision_facts(v)?)))
+        let vision = vision_facts(v)?;
+        projector_fits(top)?;
+        (text, Some(Tower::Siglip(vision)))
     } else {
         (top, None)
     };
@@ -104,8 +106,22 @@ fn vision_facts(v: &Map<String, Value>) -> Result<Vision> {
             "config.json: vision_config patch_size {patch_size} is larger than image_size {image_size} (no patch would fit)"
         )));
     }
+    let hidden = f.optional("hidden_size")?.unwrap_or(768);
+    // `SiglipAttention` divides the width by the heads and refuses a remainder; a null
+    // reaches that division too (SiglipVisionConfig's default is 12).
+    if v.get("num_attention_heads").is_some_and(Value::is_null) {
+        return Err(Error::usage(
+            "config.json: vision_config num_attention_heads is null; SigLIP divides its width by it: give the head count",
+        ));
+    }
+    let heads = f.optional("num_attention_heads")?.unwrap_or(12);
+    if hidden % heads != 0 {
+        return Err(Error::usage(format!(
+            "config.json: vision_config hidden_size {hidden} is not a multiple of num_attention_heads {heads} (SiglipAttention refuses it)"
+        )));
+    }
     Ok(Vision {
-        hidden: f.optional("hidden_size")?.unwrap_or(768),
+        hidden,
         layers,
         intermediate: f.optional("intermediate_size")?.unwrap_or(3072),
         image_size,
@@ -113,6 +129,22 @@ fn vision_facts(v: &Map<String, Value>) -> Result<Vision> {
         channels: f.optional("num_channels")?.unwrap_or(3),
         head: f.boolean("vision_use_head")?.unwrap_or(true),
     })
+}
+
+/// `Gemma3MultiModalProjector` divides the patch grid by `isqrt(mm_tokens_per_image)`
+/// (`Gemma3Config` default 256) when it is built: zero tokens, a text or a fraction cannot be
+/// built and are refused by name. (More tokens than the grid holds builds, with a pooling
+/// kernel 0 wide that fails only in the forward; the plan, which counts what is built,
+/// accepts it as transformers does.)
+fn projector_fits(top: &Map<String, Value>) -> Result<()> {
+    match top.get("mm_tokens_per_image") {
+        None => Ok(()),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|t| (1..=1 << 40).contains(&t)) => Ok(()),
+        Some(other) => Err(Error::usage(format!(
+            "config.json: \"mm_tokens_per_image\" must be a whole number from 1 to 2^40, found {}",
+            crate::text::excerpt(&other.to_string())
+        ))),
+    }
 }
 
 /// The SigLIP tower and the Gemma 3 projector into the decoder's width `text_hidden`:

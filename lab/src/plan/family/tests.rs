@@ -524,7 +524,9 @@ fn base(family: Family) -> serde_json::Value {
     if family == Family::Gemma3 {
         let text = v.clone();
         v = serde_json::json!({"model_type": "gemma3", "text_config": text,
+            "mm_tokens_per_image": 4,
             "vision_config": {"hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
+            "num_attention_heads": 2,
             "image_size": 32, "patch_size": 16, "num_channels": 3, "vision_use_head": false}});
         v["text_config"]
             .as_object_mut()
@@ -1464,4 +1466,72 @@ fn architectures_contradicting_the_model_type_are_refused_by_name() {
             assert!(e.contains("\"architectures\""), "{family:?} {bad}: {e}");
         }
     }
+}
+
+/// Gemma 3's vision side as transformers builds it: SigLIP divides its width by the heads
+/// (null, zero, a remainder refused), and the projector divides by the side of
+/// `mm_tokens_per_image` tokens (zero, null, a text, a fraction refused).
+#[test]
+fn gemma3_vision_heads_and_image_tokens_are_what_transformers_can_build() {
+    let shipped: Value = serde_json::from_str(shipped!("gemma-3-4b-it")).unwrap();
+    assert!(read(&shipped).is_ok());
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut v = shipped.clone();
+        edit(&mut v);
+        read(&v).map(drop).map_err(|e| e.to_string())
+    };
+    for (heads, needle) in [
+        (Value::Null, "num_attention_heads is null"),
+        (
+            Value::from(0),
+            "\"num_attention_heads\" must be a whole number",
+        ),
+        (
+            Value::from(-1),
+            "\"num_attention_heads\" must be a whole number",
+        ),
+        (
+            Value::from("16"),
+            "\"num_attention_heads\" must be a whole number",
+        ),
+        (
+            Value::from(7),
+            "hidden_size 1152 is not a multiple of num_attention_heads 7",
+        ),
+    ] {
+        let e = with(&|v| v["vision_config"]["num_attention_heads"] = heads.clone()).unwrap_err();
+        assert!(e.contains(needle), "{heads}: {e}");
+    }
+    for (tokens, needle) in [
+        (
+            Value::from(0),
+            "\"mm_tokens_per_image\" must be a whole number",
+        ),
+        (
+            Value::Null,
+            "\"mm_tokens_per_image\" must be a whole number",
+        ),
+        (
+            Value::from("256"),
+            "\"mm_tokens_per_image\" must be a whole number",
+        ),
+        (
+            Value::from(1.5),
+            "\"mm_tokens_per_image\" must be a whole number",
+        ),
+    ] {
+        let e = with(&|v| v["mm_tokens_per_image"] = tokens.clone()).unwrap_err();
+        assert!(e.contains(needle), "{tokens}: {e}");
+    }
+    // More tokens than the grid holds is built by transformers (the pooling fails only in a
+    // forward), and so are the class defaults when absent.
+    assert!(with(&|v| v["mm_tokens_per_image"] = Value::from(4225)).is_ok());
+    assert!(with(&|v| {
+        v.as_object_mut().unwrap().remove("mm_tokens_per_image");
+        v["vision_config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("num_attention_heads");
+    })
+    .is_ok());
 }
