@@ -117,6 +117,10 @@ pub const STEPS: &[Step] = &[
         worker::step_guard_no_gpu,
     ),
     Step::slow(
+        "torch worker: decode kernels compile with NVRTC (no GPU)",
+        worker::step_kernels_compile,
+    ),
+    Step::slow(
         "torch worker: decoder logits = transformers' on the CPU",
         worker::step_numerics,
     ),

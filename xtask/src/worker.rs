@@ -304,6 +304,23 @@ pub fn step_guard_no_gpu(ctx: &crate::Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Verify step: the worker's decode kernels (`kernels.cu`) compile through NVRTC, which needs
+/// no GPU (`lab/tests/numerics/kernels_compile.py`: the libnvrtc of the full torch install,
+/// the worker's compile options over element types, head widths, prefetch depths and compute
+/// capabilities 8.0 and 9.0; every kernel the worker looks up defined; programmatic dependent
+/// launch only on 9.0). Without it a compile error would show only on a GPU machine.
+pub fn step_kernels_compile(ctx: &crate::Ctx) -> Result<()> {
+    crate::prefetch::wait(crate::prefetch::Item::TorchFull)?;
+    let venv = venv(&ctx.root);
+    prepare(&ctx.root, true, "")?;
+    let sp = site_packages(&venv)?;
+    let mut command = Command::new(venv.join("bin/python"));
+    command
+        .arg(ctx.root.join("lab/tests/numerics/kernels_compile.py"))
+        .arg(&sp);
+    checked(command, "decode kernels through NVRTC", "")
+}
+
 /// Pinned Python packages the numerics step adds to the torch venv.
 pub const NUMERICS_REQUIREMENTS: &str = "xtask/torch-venv-requirements.txt";
 

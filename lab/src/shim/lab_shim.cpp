@@ -102,7 +102,21 @@ struct KernelApi {
   int (*launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                 void*, void**, void**);
   int (*cu_error)(int, const char**);
+  // cuLaunchKernelEx (CUDA 12.0 and later); null when the driver lacks it.
+  int (*launch_ex)(const void*, void*, void**, void**);
 };
+
+// cuda.h's CUlaunchConfig (CUDA 12.0 to 13.0, same layout): the attributes are the runtime's
+// cudaLaunchAttribute of driver_types.h, which mirrors CUlaunchAttribute field for field.
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  void* stream;
+  cudaLaunchAttribute* attrs;
+  unsigned n_attrs;
+};
+// cuda.h: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6, the same number.
+static_assert(cudaLaunchAttributeProgrammaticStreamSerialization == 6,
+              "programmatic stream serialization is attribute 6 in cuda.h");
 
 // The folder of the loaded CUDA runtime (where the wheels put libnvrtc), or "".
 std::string cuda_runtime_folder() {
@@ -151,6 +165,7 @@ const KernelApi& kernel_api() {
     bind(cuda, "cuModuleGetFunction", a.get_function);
     bind(cuda, "cuLaunchKernel", a.launch);
     bind(cuda, "cuGetErrorString", a.cu_error);
+    a.launch_ex = reinterpret_cast<decltype(a.launch_ex)>(dlsym(cuda, "cuLaunchKernelEx"));
     return a;
   }();
   return api;
@@ -421,12 +436,25 @@ void* lab_kernels_function(void* module, const char* name, char* err, size_t len
 
 // Launches `function` on a one-dimensional grid on the current stream of the current device
 // (what libtorch's own kernels use, so a capture records it); `args` as cuLaunchKernel's
-// kernelParams. Asynchronous: a fault in the kernel shows at the next synchronisation.
+// kernelParams. With `overlap` (and a driver that has cuLaunchKernelEx), the launch carries
+// the programmatic-stream-serialization attribute: the kernel may start before the previous
+// one in the stream ends and must wait for it itself (`wait_previous` in kernels.cu); a
+// stream capture records the edge as programmatic. Asynchronous: a fault in the kernel shows
+// at the next synchronisation.
 int lab_kernels_launch(void* function, uint32_t grid, uint32_t block, uint32_t shared_bytes,
-                       void** args, char* err, size_t len) {
+                       void** args, int overlap, char* err, size_t len) {
   return guarded(err, len, [&] {
     const KernelApi& api = kernel_api();
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    if (overlap != 0 && api.launch_ex != nullptr) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      LaunchConfig config{grid, 1, 1, block, 1, 1, shared_bytes,
+                          reinterpret_cast<void*>(stream), &attribute, 1};
+      check_cu(api, api.launch_ex(&config, function, args, nullptr), "cuLaunchKernelEx");
+      return;
+    }
     check_cu(api,
              api.launch(function, grid, 1, 1, block, 1, 1, shared_bytes,
                         reinterpret_cast<void*>(stream), args, nullptr),

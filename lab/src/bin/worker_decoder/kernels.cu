@@ -44,6 +44,25 @@ __device__ __forceinline__ elem st(float f) { return f; }
 #error "HEAD_DIM must be a multiple of 32, at most 256"
 #endif
 
+// Programmatic dependent launch (PTX ISA 7.8 `griddepcontrol`, compute capability 9.0 and up;
+// CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"). Launched with
+// the programmatic-stream-serialization attribute (lab_shim.cpp), a kernel may start while the
+// kernel before it in the stream still runs; `wait_previous` returns once that kernel has
+// completed and its writes are visible, and without the attribute it returns at once. Every
+// kernel here waits before it reads or writes anything another kernel touches; only the
+// matrix-vector kernels do work before it (reading weights, which no kernel writes).
+// `allow_next` lets the kernel after this one launch once every block here has called it.
+__device__ __forceinline__ void wait_previous() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Rounds a float32 value to the element type and back.
 __device__ __forceinline__ float rnd(float f) { return ld(st(f)); }
 
@@ -74,6 +93,8 @@ __device__ float block_sum(float v, float* scratch) {
 extern "C" __global__ void add_rms_norm(elem* x, const elem* delta, const elem* w, elem* out,
                                         int width, float eps) {
   __shared__ float scratch[32];
+  wait_previous();
+  allow_next();
   const i64 base = (i64)blockIdx.x * width;
   elem* xr = x + base;
   elem* orow = out + base;
@@ -95,6 +116,8 @@ extern "C" __global__ void add_rms_norm(elem* x, const elem* delta, const elem* 
 
 // out[i] = rnd(rnd(silu(gate)) * up) over `rows` rows of `[gate | up]` (each `2 * inter` wide).
 extern "C" __global__ void silu_mul(const elem* gate_up, elem* out, int inter, i64 total) {
+  wait_previous();
+  allow_next();
   const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const i64 r = i / inter, c = i - r * inter;
@@ -164,6 +187,8 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)
   __shared__ float warp_max[ATTN_WARPS], warp_sum_[ATTN_WARPS];
   __shared__ float warp_acc[ATTN_WARPS][HEAD_DIM];
 
+  wait_previous();
+  allow_next();
   const int b = blockIdx.x / heads, h = blockIdx.x - b * heads;
   const int group = heads / kv_heads, g = h / group;
   const i64 pos = *position;
@@ -298,6 +323,12 @@ extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)
 }
 
 #define GEMV_WARPS 8
+#ifndef GEMV_PREFETCH
+#define GEMV_PREFETCH 8
+#endif
+#if GEMV_PREFETCH < 0 || GEMV_PREFETCH > 16
+#error "GEMV_PREFETCH must be 0 to 16"
+#endif
 #define VEC (16 / (int)sizeof(elem))
 
 // 16 bytes of weights, read once: no L1 allocation (the matrix is streamed).
@@ -339,14 +370,38 @@ __device__ __forceinline__ void gemv_body(const elem* W, const elem* x, const el
                                           elem* y, int rows, int k) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = blockIdx.x * GEMV_WARPS + warp;
-  if (n >= rows) return;
+  const bool live = n < rows;
   const int chunks = k / VEC;
-  const uint4* wr = reinterpret_cast<const uint4*>(W + (i64)n * k);
-  const uint4* wu = reinterpret_cast<const uint4*>(W + (i64)(n + rows) * k);
+  const uint4* wr = reinterpret_cast<const uint4*>(W + (i64)(live ? n : 0) * k);
+  const uint4* wu = reinterpret_cast<const uint4*>(W + (i64)((live ? n : 0) + rows) * k);
+  // No kernel writes the weights, so each lane reads its first GEMV_PREFETCH vectors before
+  // waiting for the kernel that writes `x`: the stream of weights starts while that kernel
+  // (a one-block RMSNorm, or attention on a few dozen blocks) still runs.
+  uint4 pre[GEMV_PREFETCH > 0 ? GEMV_PREFETCH : 1], pre_up[GEMV_PREFETCH > 0 ? GEMV_PREFETCH : 1];
+#pragma unroll
+  for (int j = 0; j < GEMV_PREFETCH; ++j) {
+    const int c = lane + 32 * j;
+    if (live && c < chunks) {
+      pre[j] = load_stream(wr + c);
+      if (SWIGLU) pre_up[j] = load_stream(wu + c);
+    }
+  }
+  wait_previous();
+  allow_next();
+  if (!live) return;
   const uint4* xr = reinterpret_cast<const uint4*>(x);
   float acc = 0.f, acc_up = 0.f;
+#pragma unroll
+  for (int j = 0; j < GEMV_PREFETCH; ++j) {
+    const int c = lane + 32 * j;
+    if (c < chunks) {
+      const uint4 xv = __ldg(xr + c);
+      acc += dot16(pre[j], xv);
+      if (SWIGLU) acc_up += dot16(pre_up[j], xv);
+    }
+  }
 #pragma unroll 4
-  for (int c = lane; c < chunks; c += 32) {
+  for (int c = lane + 32 * GEMV_PREFETCH; c < chunks; c += 32) {
     const uint4 xv = __ldg(xr + c);
     acc += dot16(load_stream(wr + c), xv);
     if (SWIGLU) acc_up += dot16(load_stream(wu + c), xv);

@@ -36,6 +36,7 @@ extern "C" {
         block: u32,
         shared_bytes: u32,
         args: *mut *mut c_void,
+        overlap: i32,
         err: *mut c_char,
         len: usize,
     ) -> i32;
@@ -54,6 +55,14 @@ const GEMV_THREADS: u32 = 8 * 32;
 /// `libtorch` keeps the decode steps on libtorch's kernels; `cublas` keeps cuBLAS's matrix
 /// products at batch 1 too (by default batch 1 runs `kernels.cu`'s matrix-vector products).
 pub const SWITCH: &str = "LAB_DECODE_KERNELS";
+/// `off` launches every kernel plainly; by default, on compute capability 9.0 and up, each
+/// launch lets the kernel start while the previous one ends (programmatic dependent launch:
+/// `wait_previous` in `kernels.cu`), and the matrix-vector kernels start streaming weights then.
+pub const OVERLAP_SWITCH: &str = "LAB_DECODE_OVERLAP";
+/// Vectors of 16 bytes each lane of a matrix-vector kernel reads before it waits for the
+/// previous kernel (`GEMV_PREFETCH` in `kernels.cu`); 8 unless set (measured best of 0, 4
+/// and 8 on the H200, `examples/h200/measure-model/run6/`), 0 to 16.
+pub const PREFETCH_SWITCH: &str = "LAB_DECODE_PREFETCH";
 
 /// The kernels of one compiled module (the module lives as long as the process).
 pub struct Kernels {
@@ -64,6 +73,8 @@ pub struct Kernels {
     gemv_swiglu: *mut c_void,
     /// Whether batch-1 steps run the `gemv` kernels (else cuBLAS through libtorch).
     pub own_gemv: bool,
+    /// Whether launches overlap the previous kernel's end ([`OVERLAP_SWITCH`]).
+    overlap: bool,
     /// Bytes of one element.
     elem_bytes: i64,
     /// What the document says ran: "fused (NVRTC, sm_90, bfloat16, head_dim 128)".
@@ -132,9 +143,17 @@ impl Kernels {
             "-DELEM_F32=1"
         };
         let arch = format!("--gpu-architecture=sm_{major}{minor}");
+        let prefetch = match std::env::var(PREFETCH_SWITCH) {
+            Err(_) => 8,
+            Ok(v) => v.parse::<u32>().ok().filter(|n| *n <= 16).ok_or_else(|| {
+                format!("{PREFETCH_SWITCH}={v:?}: give a whole number from 0 to 16")
+            })?,
+        };
+        let overlap = major >= 9 && std::env::var(OVERLAP_SWITCH).as_deref() != Ok("off");
         let options: Vec<CString> = [
             element.to_owned(),
             format!("-DHEAD_DIM={head_dim}"),
+            format!("-DGEMV_PREFETCH={prefetch}"),
             arch.clone(),
             "--std=c++17".to_owned(),
             "-default-device".to_owned(),
@@ -174,14 +193,20 @@ impl Kernels {
             gemv: function(c"gemv")?,
             gemv_swiglu: function(c"gemv_swiglu")?,
             own_gemv,
+            overlap,
             elem_bytes: if kind == Kind::BFloat16 { 2 } else { 4 },
             description: format!(
-                "fused kernels (NVRTC, sm_{major}{minor}, {}, head_dim {head_dim}): residual add + RMSNorm, rotary + cache write + attention, SiLU·mul{}",
+                "fused kernels (NVRTC, sm_{major}{minor}, {}, head_dim {head_dim}): residual add + RMSNorm, rotary + cache write + attention, SiLU·mul{}{}",
                 if kind == Kind::BFloat16 { "bfloat16" } else { "float32" },
                 if own_gemv {
                     "; at batch 1 the matrix products by matrix-vector kernels, SiLU·mul in the gate/up one"
                 } else {
                     "; matrix products by cuBLAS"
+                },
+                if overlap {
+                    format!("; programmatic dependent launch, {prefetch} weight vectors per lane read before the wait")
+                } else {
+                    String::new()
                 }
             ),
         })
@@ -201,7 +226,16 @@ impl Kernels {
         // SAFETY: each pointer points at a live argument of the kernel's parameter type, in
         // the kernel's order (kernels.cu); tensors are alive and on the current device.
         call(|e, l| unsafe {
-            lab_kernels_launch(function, grid, block, 0, pointers.as_mut_ptr(), e, l)
+            lab_kernels_launch(
+                function,
+                grid,
+                block,
+                0,
+                pointers.as_mut_ptr(),
+                i32::from(self.overlap),
+                e,
+                l,
+            )
         })
     }
 
