@@ -187,12 +187,24 @@ fn row_of(record: &csv::StringRecord) -> Result<GridRow> {
 
 /// Sums checked rows as described in the module documentation.
 ///
+/// The rules of [`check_row`](crate::record::rules::check_row) bound every row so that these
+/// sums fit (see [`crate::record::rules`]); they are checked all the same, and an overflow is
+/// refused naming the line and the field, never wrapped.
+///
 /// # Errors
 /// [`Error::Usage`] when a package is not in `catalog` or a sum overflows.
 pub fn summarize(grid: &str, rows: &[(u64, GridRow)], catalog: &Catalog) -> Result<Results> {
-    let overflow = || Error::usage("the grid's totals overflow; is it a results grid?");
-    let mut packages: Vec<(PackageResults, Vec<time::OffsetDateTime>)> = Vec::new();
-    for (_, row) in rows {
+    let shown = crate::text::one_line(grid);
+    let overflow = |line: u64, field: &str| {
+        Error::usage(format!(
+            "{shown}: line {line}: {field}: the total with this row does not fit a 64-bit \
+             integer; the row breaks the bounds of lab record (docs/PROTOCOL.md §6), fix it by hand"
+        ))
+    };
+    // Each package with the line of its first row and every run's (end, line).
+    type Runs = Vec<(time::OffsetDateTime, u64)>;
+    let mut packages: Vec<(PackageResults, u64, Runs)> = Vec::new();
+    for (line, row) in rows {
         let ended = time::OffsetDateTime::parse(
             &row.date_utc,
             &time::format_description::well_known::Rfc3339,
@@ -200,7 +212,7 @@ pub fn summarize(grid: &str, rows: &[(u64, GridRow)], catalog: &Catalog) -> Resu
         .map_err(|e| Error::usage(format!("date_utc '{}': {e}", row.date_utc)))?;
         let index = match packages
             .iter()
-            .position(|(p, _)| p.gpu == row.gpu && p.days == row.days && p.lots == row.lots)
+            .position(|(p, _, _)| p.gpu == row.gpu && p.days == row.days && p.lots == row.lots)
         {
             Some(i) => i,
             None => {
@@ -218,47 +230,46 @@ pub fn summarize(grid: &str, rows: &[(u64, GridRow)], catalog: &Catalog) -> Resu
                         accepted_results: 0,
                         unit_cost_usd: None,
                     },
+                    *line,
                     Vec::new(),
                 ));
                 packages.len() - 1
             }
         };
-        let (package, ends) = &mut packages[index];
+        let (package, _, ends) = &mut packages[index];
         package.runs += 1;
         package.accepted_results = package
             .accepted_results
             .checked_add(row.accepted_results.unwrap_or(0))
-            .ok_or_else(overflow)?;
-        ends.push(ended);
+            .ok_or_else(|| overflow(*line, "accepted_results"))?;
+        ends.push((ended, *line));
     }
     let mut out = Vec::with_capacity(packages.len());
-    for (mut package, mut ends) in packages {
+    let mut spent_cents: i64 = 0;
+    let mut accepted: u64 = 0;
+    for (mut package, first_line, mut ends) in packages {
         ends.sort();
         let window = time::Duration::days(i64::from(package.days));
         let mut first: Option<time::OffsetDateTime> = None;
-        for end in ends {
+        for (end, line) in ends {
             if first.is_none_or(|f| end > f + window) {
                 package.purchases += 1;
+                package.spent_cents = package
+                    .spent_cents
+                    .checked_add(package.package_cents)
+                    .ok_or_else(|| overflow(line, "spent (the package's price x purchases)"))?;
                 first = Some(end);
             }
         }
-        package.spent_cents = i64::try_from(package.purchases)
-            .ok()
-            .and_then(|n| package.package_cents.checked_mul(n))
-            .ok_or_else(overflow)?;
         package.spent_usd = crate::pricing::cents_to_usd(package.spent_cents);
         package.unit_cost_usd = unit_cost(package.spent_cents, package.accepted_results)?;
-        out.push(package);
-    }
-    let mut spent_cents: i64 = 0;
-    let mut accepted: u64 = 0;
-    for p in &out {
         spent_cents = spent_cents
-            .checked_add(p.spent_cents)
-            .ok_or_else(overflow)?;
+            .checked_add(package.spent_cents)
+            .ok_or_else(|| overflow(first_line, "spent, over all packages"))?;
         accepted = accepted
-            .checked_add(p.accepted_results)
-            .ok_or_else(overflow)?;
+            .checked_add(package.accepted_results)
+            .ok_or_else(|| overflow(first_line, "accepted_results, over all packages"))?;
+        out.push(package);
     }
     Ok(Results {
         grid: grid.to_string(),
@@ -494,5 +505,42 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not the kit's results grid header"), "{e}");
+    }
+
+    /// Rows that skipped the rules (`summarize` on rows not read by `parse_grid`) whose totals
+    /// overflow are refused naming the line and the field, never wrapped; the bounds of
+    /// `lab record` keep every checked grid far from that (2^21 rows at most).
+    #[test]
+    fn an_overflowing_total_names_the_line_and_field() {
+        use crate::record::rules::{MAX_ACCEPTED_RESULTS, MAX_GRID_ROWS};
+        assert_eq!(MAX_GRID_ROWS, 1 << 21);
+        assert!(MAX_GRID_ROWS.checked_mul(MAX_ACCEPTED_RESULTS).is_some());
+        let catalog = Catalog::embedded().unwrap();
+        let text = grid(&[
+            "a,2026-11-01T10:00:00Z,,,h200,7,1,,,,5,completed,",
+            "b,2026-11-02T10:00:00Z,,,h200,7,1,,,,6,completed,",
+        ]);
+        let mut rows = parse_grid("g.csv", text.as_bytes(), &catalog, now()).unwrap();
+        for (accepted, line, field) in [
+            ([u64::MAX, 1], 3, "accepted_results"),
+            ([1, u64::MAX], 3, "accepted_results"),
+        ] {
+            rows[0].1.accepted_results = Some(accepted[0]);
+            rows[1].1.accepted_results = Some(accepted[1]);
+            let e = summarize("g.csv", &rows, &catalog).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("g.csv: line {line}: {field}: the total")),
+                "{e}"
+            );
+        }
+        // Across packages: each fits, their sum does not.
+        rows[1].1.lots = 2;
+        rows[0].1.accepted_results = Some(u64::MAX);
+        rows[1].1.accepted_results = Some(1);
+        let e = summarize("g.csv", &rows, &catalog).unwrap_err().to_string();
+        assert!(
+            e.starts_with("g.csv: line 3: accepted_results, over all packages"),
+            "{e}"
+        );
     }
 }

@@ -37,7 +37,8 @@ pub struct Args {
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     observed: Option<String>,
     /// Distinct units of this run that meet the threshold (0 when none do; only a
-    /// `completed` run can have more than 0).
+    /// `completed` run can have more than 0); at most 10^12, so that `lab results` can
+    /// total any grid.
     #[arg(long, value_name = "K", value_parser = lab::values::count, allow_hyphen_values = true)]
     accepted_results: Option<u64>,
     /// completed, failed, interrupted or rejected (completed but below the threshold).

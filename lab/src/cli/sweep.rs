@@ -123,6 +123,9 @@ pub fn run(args: Args) -> Result<()> {
     // The varied dimension of `flags` is replaced at every point.
     let flags = checked;
     let graph_replays = args.graph.graph_replays;
+    // The user's own arguments before the environment, in `lab measure`'s order: the flags,
+    // then the output path, then the worker (and its GPUs).
+    lab::output::check_new_folder(&args.output_dir)?;
     let worker = lab::worker::locate(args.worker.worker.as_deref())
         .map_err(|u| Error::usage(u.message()))?;
     let devices = match devices {

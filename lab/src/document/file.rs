@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 pub const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Checks what the types alone cannot: the schema id, the tool, every phase present, repetitions
-/// numbered only on `warm_forward` rows, finite non-negative times.
+/// numbered only on `warm_forward` rows, every time within [`super::phase::check_seconds`]'s
+/// bounds.
 ///
 /// # Errors
 /// The first problem, in words (`phases[3] (warmup): bad repetition Some(1)`).
@@ -52,14 +53,10 @@ pub fn check(document: &Document) -> std::result::Result<(), String> {
                 row.phase, row.repetition
             ));
         }
-        let times_ok = row.wall_seconds.is_finite()
-            && row.wall_seconds >= 0.0
-            && row.gpu_seconds.is_none_or(|g| g.is_finite() && g >= 0.0);
-        if !times_ok {
-            return Err(format!(
-                "phases[{index}] ({}): negative or non-finite time",
-                row.phase
-            ));
+        let at = |e: String| format!("phases[{index}] ({}): {e}", row.phase);
+        super::phase::check_seconds("wall_seconds", row.wall_seconds, false).map_err(at)?;
+        if let Some(g) = row.gpu_seconds {
+            super::phase::check_seconds("gpu_seconds", g, true).map_err(at)?;
         }
     }
     for phase in Phase::ALL {

@@ -143,6 +143,52 @@ impl GraphSection {
     /// min ≤ median ≤ max, one per-forward time per batch, allocated never above reserved.
     pub fn problems(&self) -> Vec<String> {
         let mut found = Vec::new();
+        let check = super::phase::check_seconds;
+        for (j, v) in self.batch_gpu_seconds_per_forward.iter().enumerate() {
+            found.extend(
+                check(
+                    &format!("graph.batch_gpu_seconds_per_forward[{j}]"),
+                    *v,
+                    true,
+                )
+                .err(),
+            );
+        }
+        for (field, value, zero) in [
+            (
+                "median_gpu_seconds_per_forward",
+                self.median_gpu_seconds_per_forward,
+                true,
+            ),
+            (
+                "min_gpu_seconds_per_forward",
+                self.min_gpu_seconds_per_forward,
+                true,
+            ),
+            (
+                "max_gpu_seconds_per_forward",
+                self.max_gpu_seconds_per_forward,
+                true,
+            ),
+            (
+                "synchronised_wall_seconds_median",
+                self.synchronised_wall_seconds_median,
+                false,
+            ),
+            (
+                "synchronised_wall_seconds_min",
+                self.synchronised_wall_seconds_min,
+                false,
+            ),
+            (
+                "synchronised_wall_seconds_max",
+                self.synchronised_wall_seconds_max,
+                false,
+            ),
+            ("capture_wall_seconds", self.capture_wall_seconds, false),
+        ] {
+            found.extend(check(&format!("graph.{field}"), value, zero).err());
+        }
         if self.replays == 0 || self.replays > MAX_REPLAYS {
             found.push(format!(
                 "graph.replays is {}, expected 1 to {MAX_REPLAYS}",

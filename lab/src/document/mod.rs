@@ -37,7 +37,7 @@ pub use file::{
     MAX_DOCUMENT_BYTES,
 };
 pub use model::{round_to_block, SyntheticModel, ALLOCATOR_BLOCK_BYTES, AUTOGRAD_MODE};
-pub use phase::{Phase, PhaseRow};
+pub use phase::{check_seconds, Phase, PhaseRow, MAX_SECONDS, MIN_SECONDS};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

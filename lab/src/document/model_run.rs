@@ -277,7 +277,7 @@ pub fn check_rows(document: &ModelDocument) -> std::result::Result<(), String> {
     document.environment.check()?;
     let mut last = None;
     let mut counts = std::collections::BTreeMap::new();
-    for row in &document.phases {
+    for (index, row) in document.phases.iter().enumerate() {
         if last.is_some_and(|p| p > row.phase) {
             return Err(format!("phase {} comes after a later phase", row.phase));
         }
@@ -301,8 +301,10 @@ pub fn check_rows(document: &ModelDocument) -> std::result::Result<(), String> {
                 row.phase
             ));
         }
-        if !row.wall_seconds.is_finite() || row.wall_seconds < 0.0 {
-            return Err(format!("phase {}: wall time is not a time", row.phase));
+        let at = |e: String| format!("phases[{index}] ({}): {e}", row.phase);
+        super::phase::check_seconds("wall_seconds", row.wall_seconds, false).map_err(at)?;
+        if let Some(g) = row.gpu_seconds {
+            super::phase::check_seconds("gpu_seconds", g, true).map_err(at)?;
         }
     }
     let w = &document.workload;

@@ -2,6 +2,53 @@
 //! step ([`PhaseRow`]); `docs/PROTOCOL.md §4`.
 
 use super::AllocatorCounters;
+
+/// Longest time a timing field of a measurement document may hold: 30 days (2,592,000 s),
+/// the longest package of the catalog. A measurement runs on a rented package, so no phase of
+/// it (nor a graph capture or replay) lasts longer; `1e308` s is a corrupt or forged file.
+pub const MAX_SECONDS: f64 = 2_592_000.0;
+
+/// Shortest non-zero time a timing field may hold: one nanosecond, the resolution of the
+/// finest clock either twin reads (`Instant`, `time.perf_counter_ns`; CUDA events resolve
+/// about half a microsecond). A smaller positive value (a subnormal such as `5e-324`) is not
+/// a time any clock measured.
+pub const MIN_SECONDS: f64 = 1e-9;
+
+/// Checks one timing field of a document read from a file: a finite number of seconds from
+/// [`MIN_SECONDS`] to [`MAX_SECONDS`], or exactly 0 where `zero` says a clock may read nothing
+/// (a CUDA-event time of an empty range; a host clock around a step always moves: a wall time
+/// of 0 is refused). `field` names it as the document does (`phases[3].wall_seconds`).
+///
+/// # Errors
+/// One line naming the field, the value, the bound and why.
+pub fn check_seconds(field: &str, value: f64, zero: bool) -> std::result::Result<(), String> {
+    let shown = serde_json::to_string(&value).unwrap_or_else(|_| value.to_string());
+    let range = format!(
+        "a time of {MIN_SECONDS} s (one nanosecond, the finest clock) to {MAX_SECONDS} s (30 \
+         days, the longest package){}",
+        if zero { ", or 0" } else { "" }
+    );
+    let why = if !value.is_finite() {
+        "not a finite number"
+    } else if value < 0.0 {
+        "negative"
+    } else if value == 0.0 {
+        if zero {
+            return Ok(());
+        }
+        "zero, and a host clock around a step always moves"
+    } else if value < MIN_SECONDS {
+        "below one nanosecond"
+    } else if value > MAX_SECONDS {
+        "more than 30 days"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{field} is {shown}, {why}; it must be {range} (write a document with lab measure or \
+         mesure_memoire.py)"
+    ))
+}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +136,63 @@ pub struct PhaseRow {
     pub counters: AllocatorCounters,
 }
 
+/// A row's time read so that a value that is not a number names its field (`invalid type:
+/// string "NaN", expected wall_seconds: a number of seconds`); `nullable` takes JSON null as
+/// `None` (`gpu_seconds`).
+#[derive(Clone, Copy)]
+struct SecondsSeed {
+    field: &'static str,
+    nullable: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for SecondsSeed {
+    type Value = Option<f64>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<f64>, D::Error> {
+        if self.nullable {
+            d.deserialize_option(self)
+        } else {
+            d.deserialize_f64(self)
+        }
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SecondsSeed {
+    type Value = Option<f64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: a number of seconds", self.field)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<f64>, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<f64>, E> {
+        Ok(Some(v as f64))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<f64>, E> {
+        Ok(Some(v as f64))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Option<f64>, E> {
+        if self.nullable {
+            Ok(None)
+        } else {
+            Err(E::invalid_type(serde::de::Unexpected::Unit, &self))
+        }
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<f64>, E> {
+        self.visit_none()
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<f64>, D::Error> {
+        d.deserialize_f64(self)
+    }
+}
+
 /// The keys of a row as serde's derive would name them; every other key is ignored, as the
 /// derive does (documents may gain fields).
 #[derive(Deserialize)]
@@ -170,11 +274,23 @@ impl<'de> Deserialize<'de> for PhaseRow {
                             continue;
                         }
                         RowKey::WallSeconds => {
-                            once(&mut map, &mut wall_seconds, "wall_seconds")?;
+                            if wall_seconds.is_some() {
+                                return Err(A::Error::duplicate_field("wall_seconds"));
+                            }
+                            wall_seconds = map.next_value_seed(SecondsSeed {
+                                field: "wall_seconds",
+                                nullable: false,
+                            })?;
                             continue;
                         }
                         RowKey::GpuSeconds => {
-                            once(&mut map, &mut gpu_seconds, "gpu_seconds")?;
+                            if gpu_seconds.is_some() {
+                                return Err(A::Error::duplicate_field("gpu_seconds"));
+                            }
+                            gpu_seconds = Some(map.next_value_seed(SecondsSeed {
+                                field: "gpu_seconds",
+                                nullable: true,
+                            })?);
                             continue;
                         }
                         RowKey::Other => {
@@ -206,7 +322,7 @@ impl<'de> Deserialize<'de> for PhaseRow {
                     repetition: repetition.unwrap_or(None),
                     forward_passes,
                     wall_seconds,
-                    gpu_seconds: gpu_seconds.unwrap_or(None),
+                    gpu_seconds: gpu_seconds.flatten(),
                     counters: AllocatorCounters {
                         baseline_allocated_bytes,
                         baseline_reserved_bytes,

@@ -3,7 +3,7 @@
 
 use super::cells::{check_cell, check_outcome_and_accepted, encode_row, NUMERIC_COLUMNS};
 use super::grid::{check_grid, GridState, LockedGrid};
-use super::{Appended, GridRow, RunInput, OUTCOMES};
+use super::{Appended, GridRow, RunInput, MAX_GRID_BYTES, OUTCOMES};
 use crate::catalog::Catalog;
 use crate::document::{read as read_measurement, LoadedMeasurement};
 use crate::{Error, Result};
@@ -60,6 +60,16 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
         chunk.extend_from_slice(if state.crlf { b"\r\n" } else { b"\n" });
     }
     chunk.extend(encode_row(&row, state.crlf)?);
+    // A grid past the bound could not be read back by `lab results` (or by the next append).
+    let after = file.bytes.len() as u64 + chunk.len() as u64;
+    if after > MAX_GRID_BYTES {
+        return Err(Error::usage(format!(
+            "{}: appending this row would make the grid {after} bytes, more than the \
+             {MAX_GRID_BYTES} lab reads back; start a new grid from the kit's \
+             resultats-bruts.csv",
+            grid.display()
+        )));
+    }
     file.append(grid, &chunk)?;
     Ok(Appended {
         grid: grid.display().to_string(),
@@ -72,7 +82,14 @@ pub fn append_run(grid: &Path, catalog: &Catalog, input: &RunInput<'_>) -> Resul
 /// package against the catalog, the outcome, every text flag through [`check_cell`], the
 /// date), so that bad flags are refused before any file is read.
 fn check_input(catalog: &Catalog, input: &RunInput<'_>) -> Result<()> {
-    crate::pricing::quote(catalog, input.gpu, input.days, input.lots, None)?;
+    let quote = crate::pricing::quote(catalog, input.gpu, input.days, input.lots, None)?;
+    super::rules::check_amounts(
+        input.gpu,
+        input.days,
+        input.lots,
+        quote.total_cents,
+        input.accepted_results,
+    )?;
     if !OUTCOMES.contains(&input.outcome) {
         return Err(Error::usage(format!(
             "--outcome must be one of {}, got '{}'",

@@ -8,7 +8,9 @@
 //!   machine's clock ([`super::FUTURE_TOLERANCE`]);
 //! - `measurement_file` and `measurement_sha256`: both or neither; a file name (no `/`) and 64
 //!   lowercase hexadecimal digits;
-//! - `gpu`, `days`, `lots`: a package of the catalog (1 lot at least);
+//! - `gpu`, `days`, `lots`: a package of the catalog (1 lot at least) whose price is at most
+//!   [`MAX_PACKAGE_CENTS`] (10,000,000,000.00 USD);
+//! - `accepted_results`: at most [`MAX_ACCEPTED_RESULTS`] (10^12);
 //! - `quality_metric`, `notes`: at most [`MAX_TEXT_CHARS`] characters;
 //! - `threshold`: a direction and a number, `>=0.92` (`>=`, `>`, `<=`, `<`, `≥` or `≤`, spaces
 //!   allowed around the number), at most [`MAX_NUMBER_CHARS`] characters;
@@ -26,6 +28,15 @@
 //!
 //! Every cell also goes through [`super::check_cell`] (one line of visible text that a
 //! spreadsheet will not run as a formula).
+//!
+//! **Why the totals of any grid fit.** A row holds at least [`MIN_ROW_BYTES`] bytes (its
+//! `date_utc` is exactly 20, its 13 cells are separated by 12 commas) and a grid at most
+//! [`super::MAX_GRID_BYTES`] (64 MiB, the most `lab record` and `lab results` read), so a grid
+//! has at most [`MAX_GRID_ROWS`] = 2^21 rows. Each row adds at most [`MAX_ACCEPTED_RESULTS`]
+//! accepted results and, per purchase, at most [`MAX_PACKAGE_CENTS`] cents; 2^21 x 10^12 is
+//! about 2.1 x 10^18, below both `u64::MAX` (1.8 x 10^19, the accepted total) and `i64::MAX`
+//! (9.2 x 10^18, the cents spent). The compiler checks both products (`const` asserts below),
+//! so `lab results` can total every grid whose rows pass [`check_row`].
 
 use super::{check_cell, check_date_utc, GridRow, OUTCOMES};
 use crate::catalog::Catalog;
@@ -44,6 +55,57 @@ pub const MAX_NUMBER_CHARS: usize = 64;
 /// whose protocol is fixed before the first run, so no run ends earlier; year 1 or 1969 (the
 /// Unix epoch's eve) is a typing or clock error.
 pub const EARLIEST_RUN_DATE: &str = "2026-01-01T00:00:00Z";
+/// Most accepted results one row may record: 10^12, a million a second for eleven and a half days, far
+/// beyond what one package can accept of distinct useful units, and small enough that the
+/// sum over the most rows a grid can hold fits 64 bits (module documentation).
+pub const MAX_ACCEPTED_RESULTS: u64 = 1_000_000_000_000;
+/// Most one row's package (lot price x lots, from the catalog) may cost, in cents: 10^12 cents,
+/// 10,000,000,000.00 USD; bounds the lots of a row by its catalog price.
+pub const MAX_PACKAGE_CENTS: i64 = 1_000_000_000_000;
+/// Fewest bytes a data row of the grid takes: `date_utc` (20) and 12 commas.
+pub const MIN_ROW_BYTES: u64 = 32;
+/// Most data rows a grid of [`super::MAX_GRID_BYTES`] can hold: 2^21.
+pub const MAX_GRID_ROWS: u64 = super::MAX_GRID_BYTES / MIN_ROW_BYTES;
+const _: () = assert!(
+    (MAX_GRID_ROWS as u128) * (MAX_ACCEPTED_RESULTS as u128) <= u64::MAX as u128,
+    "the accepted total of a full grid must fit u64"
+);
+const _: () = assert!(
+    (MAX_GRID_ROWS as u128) * (MAX_PACKAGE_CENTS as u128) <= i64::MAX as u128,
+    "the cents spent on a full grid must fit i64"
+);
+
+/// The bounds of a row's amounts: its package's price (`total_cents`, from the catalog) at
+/// most [`MAX_PACKAGE_CENTS`] and its accepted results at most [`MAX_ACCEPTED_RESULTS`]. Both
+/// `lab record` (before it reads any file) and [`check_row`] apply them.
+///
+/// # Errors
+/// [`Error::Usage`] naming the field and the bound.
+pub fn check_amounts(
+    gpu: &str,
+    days: u32,
+    lots: u64,
+    total_cents: i64,
+    accepted_results: Option<u64>,
+) -> Result<()> {
+    if total_cents > MAX_PACKAGE_CENTS {
+        return Err(Error::usage(format!(
+            "lots (--lots) is {lots}: the package {gpu} x {lots} lot(s), {days} days costs {} \
+             USD, more than the {} USD one row's package may cost (the bound keeps the totals \
+             of every grid exact in 64-bit integers); give the lots the package really had",
+            crate::pricing::cents_to_usd(total_cents),
+            crate::pricing::cents_to_usd(MAX_PACKAGE_CENTS)
+        )));
+    }
+    if let Some(k) = accepted_results.filter(|k| *k > MAX_ACCEPTED_RESULTS) {
+        return Err(Error::usage(format!(
+            "accepted_results (--accepted-results) is {k}, more than {MAX_ACCEPTED_RESULTS}, \
+             the most one run may record (the bound keeps the totals of every grid exact in \
+             64-bit integers); give the run's count of distinct accepted units"
+        )));
+    }
+    Ok(())
+}
 
 /// A threshold's direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +285,14 @@ pub fn check_row(row: &GridRow, catalog: &Catalog, now: time::OffsetDateTime) ->
             ))
         }
     }
-    crate::pricing::quote(catalog, &row.gpu, row.days, row.lots, None)?;
+    let quote = crate::pricing::quote(catalog, &row.gpu, row.days, row.lots, None)?;
+    check_amounts(
+        &row.gpu,
+        row.days,
+        row.lots,
+        quote.total_cents,
+        row.accepted_results,
+    )?;
     for (flag, value) in [
         ("--quality-metric", &row.quality_metric),
         ("--notes", &row.notes),

@@ -52,6 +52,15 @@ fn extreme_values() -> Vec<Value> {
     ]
 }
 
+/// Whether a timing field (its pointer ends in `seconds`, or is an element of such a list)
+/// takes `value`: within [`crate::document::check_seconds`]'s bounds, 0 only for GPU times.
+fn seconds_ok(pointer: &str, value: &Value) -> bool {
+    let zero = pointer.contains("gpu_seconds");
+    value
+        .as_f64()
+        .is_some_and(|v| crate::document::check_seconds("t", v, zero).is_ok())
+}
+
 /// Sets the field at `pointer` (`/phases/*/x`: every row; `/phases/warm/x`: every
 /// `warm_forward` row; `/a/b/*`: every element of an array or every value of an object).
 fn set(document: &mut Value, pointer: &str, value: &Value) {
@@ -142,12 +151,24 @@ fn every_numeric_field_at_its_extremes_renders_a_well_formed_svg() {
             set(&mut doc, field, value);
             // Values the field's type refuses (a float in a counter, repetition 0) are
             // refused by the reader; everything it accepts must render.
+            let timing = field.ends_with("_seconds");
             let Ok(document) = crate::document::parse(doc.to_string().as_bytes()) else {
                 let zeroth = (field.ends_with("repetition") || field.starts_with("/environment/"))
                     && value == &Value::from(0u64);
-                assert!(value.is_f64() || zeroth, "{field} = {value} refused");
+                assert!(
+                    if timing {
+                        !seconds_ok(field, value)
+                    } else {
+                        value.is_f64() || zeroth
+                    },
+                    "{field} = {value} refused"
+                );
                 continue;
             };
+            assert!(
+                !timing || seconds_ok(field, value),
+                "{field} = {value} accepted"
+            );
             let loaded = vec![LoadedMeasurement {
                 path: "m.json".into(),
                 sha256: "0".repeat(64),
@@ -162,9 +183,10 @@ fn every_numeric_field_at_its_extremes_renders_a_well_formed_svg() {
             rendered += 1;
         }
     }
-    // 27 fields x 3 integers (less repetition 0 and the environment's three counts at 0: the
-    // schema's minimum is 1), and 2 time fields x 6 floats
-    assert_eq!(rendered, 27 * 3 - 4 + 2 * 6);
+    // 25 count fields x 3 integers (less repetition 0 and the environment's three counts at
+    // 0: the schema's minimum is 1); of the 9 values, the times take only those within
+    // 1 ns to 30 days: wall_seconds 1, gpu_seconds 0 and 1 (docs/PROTOCOL.md §4.4)
+    assert_eq!(rendered, 25 * 3 - 4 + 1 + 2);
 }
 
 /// `sample_json(64, 4)` with the `graph` object of
@@ -273,7 +295,7 @@ fn graph_fields_at_their_extremes_render_one_line_each() {
                 || fields[0].starts_with("/environment/"))
                 && value == &Value::from(0u64);
             let expected = match accepts {
-                Accepts::Float => true,
+                Accepts::Float => seconds_ok(fields[0], value),
                 Accepts::Count => !value.is_f64() && !zeroth,
                 Accepts::Replays => value == &Value::from(1u64),
                 Accepts::Batches => false,
@@ -321,6 +343,7 @@ fn graph_fields_at_their_extremes_render_one_line_each() {
         }
     }
     // graph: warm-up forwards and the two counter groups 3 integers each, replays 1,
-    // batches none, the three time groups all 9 values; phases as in the test above
-    assert_eq!(rendered, 3 * 3 + 1 + 3 * 9 + (27 * 3 - 4 + 2 * 6));
+    // batches none; of the three time groups, the GPU times take 0 and 1, the two wall
+    // times 1 only; phases as in the test above
+    assert_eq!(rendered, 3 * 3 + 1 + (2 + 1 + 1) + (25 * 3 - 4 + 1 + 2));
 }

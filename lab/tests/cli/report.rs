@@ -362,3 +362,154 @@ fn without_a_graph_object_the_report_is_unchanged() {
         "{text}"
     );
 }
+
+/// Every timing field of the documents `lab report` reads, in a synthetic document (its rows
+/// and its `graph` object) and in a model document (`lab measure --model`), at each kind of
+/// absurd value: negative, 0 where a host clock cannot read 0 (wall times), a subnormal
+/// (below one nanosecond), past 30 days (the longest package), 1e308, and text that is not a
+/// number. Each is refused in one line naming the file and the field, exit 2, nothing on
+/// standard output; the bounds themselves (1 ns, 30 days) are accepted.
+#[test]
+fn timing_fields_out_of_bounds_are_refused_by_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let synthetic: Value =
+        serde_json::from_str(&std::fs::read_to_string(graph_example()).unwrap()).unwrap();
+    let model: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repo_root().join("examples/h200/measure-model/run1/lab-llama-b1.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    // (document, JSON pointer, what the message names, whether 0 is a valid reading)
+    let fields: [(&Value, &str, &str, bool); 11] = [
+        (
+            &synthetic,
+            "/phases/2/wall_seconds",
+            "phases[2] (cold_forward): wall_seconds",
+            false,
+        ),
+        (
+            &synthetic,
+            "/phases/4/gpu_seconds",
+            "phases[4] (warm_forward): gpu_seconds",
+            true,
+        ),
+        (
+            &synthetic,
+            "/graph/batch_gpu_seconds_per_forward/1",
+            "graph.batch_gpu_seconds_per_forward[1]",
+            true,
+        ),
+        (
+            &synthetic,
+            "/graph/median_gpu_seconds_per_forward",
+            "graph.median_gpu_seconds_per_forward",
+            true,
+        ),
+        (
+            &synthetic,
+            "/graph/min_gpu_seconds_per_forward",
+            "graph.min_gpu_seconds_per_forward",
+            true,
+        ),
+        (
+            &synthetic,
+            "/graph/max_gpu_seconds_per_forward",
+            "graph.max_gpu_seconds_per_forward",
+            true,
+        ),
+        (
+            &synthetic,
+            "/graph/synchronised_wall_seconds_median",
+            "graph.synchronised_wall_seconds_median",
+            false,
+        ),
+        (
+            &synthetic,
+            "/graph/synchronised_wall_seconds_min",
+            "graph.synchronised_wall_seconds_min",
+            false,
+        ),
+        (
+            &synthetic,
+            "/graph/capture_wall_seconds",
+            "graph.capture_wall_seconds",
+            false,
+        ),
+        (
+            &model,
+            "/phases/0/wall_seconds",
+            "phases[0] (model_load): wall_seconds",
+            false,
+        ),
+        (&model, "/phases/5/gpu_seconds", "gpu_seconds", true),
+    ];
+    let path = dir.path().join("forged.json");
+    let run = |doc: &Value, pointer: &str, raw: &str| {
+        let mut doc = doc.clone();
+        *doc.pointer_mut(pointer)
+            .unwrap_or_else(|| panic!("{pointer}")) = Value::from("__VALUE__");
+        let text = doc.to_string().replace("\"__VALUE__\"", raw);
+        std::fs::write(&path, text).unwrap();
+        lab().arg("report").arg(&path).output().unwrap()
+    };
+    for (doc, pointer, named, zero) in fields {
+        let mut bad = vec![
+            ("-1", "negative"),
+            ("-5e-324", "negative"),
+            ("5e-324", "below one nanosecond"),
+            ("2.2250738585072014e-308", "below one nanosecond"),
+            ("9.99e-10", "below one nanosecond"),
+            ("2592000.001", "more than 30 days"),
+            ("1e308", "more than 30 days"),
+        ];
+        if !zero {
+            bad.push(("0", "zero, and a host clock around a step always moves"));
+        }
+        for (raw, why) in bad {
+            let out = run(doc, pointer, raw);
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert_refused(&out, 2, "forged.json: ");
+            assert!(
+                err.contains(&format!("{named} is ")),
+                "{pointer} = {raw}: {err}"
+            );
+            assert!(err.contains(why), "{pointer} = {raw}: {err}");
+            assert!(err.contains("2592000 s (30 days"), "{err}");
+        }
+        // Text is not a number: refused as such (serde's words; the rows' times name their
+        // field, the graph's and the model rows' say where).
+        for raw in ["\"NaN\"", "\"1e308\"", "\"inf\""] {
+            let out = run(doc, pointer, raw);
+            assert_refused(&out, 2, "forged.json: not a ");
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                err.contains("invalid type: string"),
+                "{pointer} = {raw}: {err}"
+            );
+            if pointer.starts_with("/phases/") && std::ptr::eq(doc, &synthetic) {
+                assert!(
+                    err.contains(&format!(
+                        "expected {}: a number of seconds",
+                        pointer.rsplit('/').next().unwrap()
+                    )),
+                    "{err}"
+                );
+            }
+        }
+        // The bounds themselves, and 0 where a clock may read it, are times.
+        let mut good = vec!["1e-9", "2592000"];
+        if zero {
+            good.push("0");
+        }
+        for raw in good {
+            let out = run(doc, pointer, raw);
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            assert!(
+                !err.contains(named) || out.status.success(),
+                "{pointer} = {raw}: {err}"
+            );
+        }
+    }
+}

@@ -241,3 +241,149 @@ fn a_run_recorded_twice_is_refused_by_results_and_record() {
         );
     }
 }
+
+/// The bounds of `lab record`'s amounts, at their edges: the most accepted results a row may
+/// hold (10^12), one less, 0, and the most lots an h200 7-day package may have (19,580,200 x
+/// 510.72 USD = 9,999,999,744.00 USD, under the 10,000,000,000.00 USD bound) are recorded and
+/// read back by `lab results`, text and JSON, with exact totals; one past each bound (and
+/// u64::MAX) is refused in one line naming the field, exit 2, the grid untouched.
+#[test]
+fn record_bounds_every_amount_so_results_can_total_the_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.csv");
+    std::fs::write(&grid, kit_grid()).unwrap();
+    let record = |lots: &str, accepted: &str, outcome: &str, date: &str| {
+        lab()
+            .args(["record", "--results"])
+            .arg(&grid)
+            .args(["--gpu", "h200", "--days", "7", "--lots", lots])
+            .args(["--accepted-results", accepted, "--outcome", outcome])
+            .args(["--date-utc", date])
+            .output()
+            .unwrap()
+    };
+    for (lots, accepted, outcome, date) in [
+        ("1", "1000000000000", "completed", "2026-11-20T10:00:00Z"),
+        ("1", "999999999999", "completed", "2026-11-21T10:00:00Z"),
+        ("1", "0", "completed", "2026-11-22T10:00:00Z"),
+        ("19580200", "0", "failed", "2026-11-23T10:00:00Z"),
+    ] {
+        let out = record(lots, accepted, outcome, date);
+        assert!(
+            out.status.success(),
+            "{lots} {accepted}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let written = std::fs::read_to_string(&grid).unwrap();
+    for (lots, accepted, needle) in [
+        (
+            "1",
+            "1000000000001",
+            "accepted_results (--accepted-results) is 1000000000001, more than 1000000000000",
+        ),
+        (
+            "1",
+            "18446744073709551615",
+            "accepted_results (--accepted-results) is 18446744073709551615, more than 1000000000000",
+        ),
+        (
+            "19580201",
+            "0",
+            "lots (--lots) is 19580201: the package h200 x 19580201 lot(s), 7 days costs \
+             10000000254.72 USD, more than the 10000000000.00 USD",
+        ),
+        ("18446744073709551615", "0", "does not fit in a signed 64-bit cent count"),
+    ] {
+        let out = record(lots, accepted, "completed", "2026-11-24T10:00:00Z");
+        super::support::assert_refused(&out, 2, needle);
+        assert_eq!(std::fs::read_to_string(&grid).unwrap(), written, "{needle}");
+    }
+    let out = lab()
+        .args(["results", "--results"])
+        .arg(&grid)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[1..5],
+        [
+            "  package                         runs  purchases       spent USD       accepted  USD/result",
+            "  h200 x 1 lot(s), 7 days            3          1          510.72  1999999999999    0.000000",
+            "  h200 x 19580200 lot(s), 7 days     1          1   9999999744.00              0           -",
+            "  all runs                           4          2  10000000254.72  1999999999999    0.005000",
+        ]
+    );
+    let out = lab()
+        .args(["results", "--json", "--results"])
+        .arg(&grid)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["accepted_results"], 1_999_999_999_999_u64);
+    assert_eq!(json["spent_cents"], 1_000_000_025_472_i64);
+    assert_eq!(json["spent_usd"], "10000000254.72");
+    // 10000000254.72 / 1999999999999 = 0.0050000001..., half-to-even to 6 decimals.
+    assert_eq!(json["unit_cost_usd"], "0.005000");
+    assert_eq!(
+        json["packages"][0]["accepted_results"],
+        1_999_999_999_999_u64
+    );
+    assert_eq!(json["packages"][0]["unit_cost_usd"], "0.000000");
+    assert_eq!(json["packages"][1]["spent_cents"], 999_999_974_400_i64);
+    assert_eq!(json["packages"][1]["unit_cost_usd"], Value::Null);
+}
+
+/// A grid edited by hand past the bounds of `lab record` (an amount that would make a total
+/// overflow, or does not fit at all) is refused by `lab results` in one line naming the line
+/// and the field, exit 2, text and JSON alike: never a panic, never a wrapped total.
+#[test]
+fn a_hand_written_amount_past_the_bounds_is_refused_by_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.csv");
+    let good = "a,2026-11-01T10:00:00Z,,,h200,7,1,,,,1000000000000,completed,\n";
+    for (row, needle) in [
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,1,,,,18446744073709551615,completed,",
+            "line 3: accepted_results (--accepted-results) is 18446744073709551615",
+        ),
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,1,,,,1000000000001,completed,",
+            "line 3: accepted_results (--accepted-results) is 1000000000001",
+        ),
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,1,,,,18446744073709551616,completed,",
+            "line 3: accepted_results '18446744073709551616' is not a whole number",
+        ),
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,19580201,,,,,failed,",
+            "line 3: lots (--lots) is 19580201",
+        ),
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,9223372036854775807,,,,,failed,",
+            "line 3: 9223372036854775807 lots x 51072 cents does not fit",
+        ),
+        (
+            "x,2026-11-02T10:00:00Z,,,h200,7,18446744073709551615,,,,,failed,",
+            "line 3: 18446744073709551615 lots x 51072 cents does not fit",
+        ),
+    ] {
+        std::fs::write(&grid, format!("{}{good}{row}\n", kit_grid())).unwrap();
+        for json in [false, true] {
+            let mut command = lab();
+            command.args(["results", "--results"]).arg(&grid);
+            if json {
+                command.arg("--json");
+            }
+            let out = command.output().unwrap();
+            super::support::assert_refused(&out, 2, needle);
+        }
+    }
+}

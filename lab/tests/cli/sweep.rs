@@ -255,7 +255,8 @@ fn missing_prerequisite_is_exit_2_and_leaves_no_folder() {
 
 #[test]
 fn a_missing_worker_is_exit_2_before_anything_runs() {
-    // The worker is looked for before the folder is made: exit 2, one line, no folder.
+    // The worker is looked for before the folder is made (after the folder is checked): exit
+    // 2, one line, no folder.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let output = lab()
@@ -534,4 +535,50 @@ fn the_worker_never_outlives_lab_sweep() {
     let pid_file = dir.path().join("worker.pid");
     kill_lab_and_expect_worker_gone(&mut child, &pid_file, "lab sweep");
     assert_eq!(calls(dir.path()), vec![64, 128]);
+}
+
+/// The order of checks is `lab measure`'s: the user's own arguments (flags, then the output
+/// path) before the environment (the worker, its GPUs). With a missing worker and a bad
+/// `--output-dir` of any kind (one that exists, one whose parent folder is missing, an
+/// existing file), the folder is what is reported, exit 2, one line, nothing created or
+/// touched; a bad flag still comes before both.
+#[test]
+fn a_bad_output_dir_is_reported_before_a_missing_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::write(existing.join("keep.txt"), "mine").unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let orphan = dir.path().join("no-such-parent").join("sweep");
+    let run = |out: &Path, extra: &[&str]| {
+        lab()
+            .env("PATH", "/nonexistent")
+            .env_remove("LAB_TORCH_WORKER")
+            .args(["sweep", "--device", "cuda:0", "--vary", "batch"])
+            .args(["--from", "1", "--to", "4"])
+            .args(extra)
+            .arg("--worker")
+            .arg(dir.path().join("no-such-worker"))
+            .arg("--output-dir")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    for (out, needle) in [
+        (&existing, "already exists"),
+        (&file, "already exists"),
+        (&orphan, "does not exist: create it first"),
+    ] {
+        let output = run(out, &[]);
+        super::support::assert_refused(&output, 2, needle);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("not installed"), "{stderr}");
+    }
+    assert_eq!(std::fs::read_dir(&existing).unwrap().count(), 1);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert!(!orphan.parent().unwrap().exists());
+    // A bad flag first, whatever the folder and the worker.
+    let output = run(&existing, &["--repeats", "0"]);
+    super::support::assert_refused(&output, 2, "--repeats");
 }
