@@ -7,7 +7,10 @@
 //! of the `warm_prefill` rows) over the time model's expected figures for the same model,
 //! batch, prompt and output length on one GPU; the ratio (4 decimals, half-to-even) scales
 //! that GPU's expected decode and prefill times in every setup of the plan. Several
-//! documents for one GPU model: the median ratio per phase.
+//! documents for one GPU model: the median ratio per phase. A document faster than the
+//! ceiling of its own workload is refused; a row outside the measured workloads is marked
+//! extrapolated, and a phase the ratio would push below the ceiling of its setup is held at
+//! it and named ([`super::decision`]: the ceiling stays a bound).
 
 use crate::catalog::Catalog;
 use crate::document::model_run::{self, ModelDocument, ModelPhase, MODEL_SCHEMA_ID};
@@ -39,6 +42,25 @@ pub struct Measured {
     pub prefill_s: Option<Decimal>,
 }
 
+/// A phase of an inference batch that a calibration scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The prompt's prefill (TTFT).
+    Prefill,
+    /// One decode step (TPOT).
+    Decode,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        })
+    }
+}
+
 /// The calibration of one GPU model (`calibration` on a row of `lab plan --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Calibrated {
@@ -54,6 +76,45 @@ pub struct Calibrated {
     pub prefill_ratio: Option<Decimal>,
     /// In words, as the text shows it.
     pub label: String,
+    /// The documents' batches, least and most (each measured on one GPU).
+    pub measured_batch: [u64; 2],
+    /// Their prompt lengths, least and most.
+    pub measured_input_tokens: [u64; 2],
+    /// Their output lengths, least and most.
+    pub measured_output_tokens: [u64; 2],
+    /// On a row: true when its setup runs outside what was measured (a batch, prompt or
+    /// output length outside those ranges, or more than one GPU per replica), so that the
+    /// ratios are extrapolated there; the row's notes say so.
+    pub extrapolated: bool,
+}
+
+impl Calibrated {
+    /// Whether a replica of `t` GPUs over `p` lots at `batch` sequences of `input` + `output`
+    /// tokens runs outside the measured ranges.
+    pub fn extrapolates(&self, t: u64, p: u64, batch: u64, input: u64, output: u64) -> bool {
+        let within = |[lo, hi]: [u64; 2], x: u64| lo <= x && x <= hi;
+        t * p != 1
+            || !within(self.measured_batch, batch)
+            || !within(self.measured_input_tokens, input)
+            || !within(self.measured_output_tokens, output)
+    }
+
+    /// The measured workloads in words: `batch 1 x (128 + 128) tokens`, ranges as `1-16`.
+    pub fn measured(&self) -> String {
+        let r = |[lo, hi]: [u64; 2]| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        };
+        format!(
+            "batch {} x ({} + {}) tokens on one GPU",
+            r(self.measured_batch),
+            r(self.measured_input_tokens),
+            r(self.measured_output_tokens)
+        )
+    }
 }
 
 fn refuse(file: &Path, why: impl std::fmt::Display) -> Error {

@@ -181,7 +181,14 @@ pub struct Speed {
     /// The same duration in seconds, 6 decimals (what the text shows with [`duration`]).
     #[serde(with = "rust_decimal::serde::str")]
     pub seconds: Decimal,
+    /// The phases (`prefill`, `decode`) of this figure held at the ceiling of the same setup
+    /// and batch: scaled by a `--calibration` ratio (or, never seen so far, by the
+    /// efficiency factors) they would have beaten the datasheet bound. Empty for the ceiling
+    /// and whenever nothing was held; the row's notes say it in words.
+    pub held_at_ceiling: Vec<Phase>,
 }
+
+pub use super::calibration::Phase;
 
 /// One way to use a lot (or a few lots for a pipeline).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -233,6 +240,8 @@ pub struct Finish {
     /// The expected duration in seconds, 6 decimals.
     #[serde(with = "rust_decimal::serde::str")]
     pub seconds: Decimal,
+    /// The phases held at the ceiling in the batches this finish runs ([`Speed`]).
+    pub held_at_ceiling: Vec<Phase>,
     /// Cost, cents.
     pub cost_cents: i64,
     /// Cost, USD, 2 decimals.
@@ -382,6 +391,41 @@ pub fn decide(
         }
         chosen.finish = finish(inputs, &chosen, gpu, format, seconds, lot_cents, fixed_lots);
         row.finish = chosen.finish.clone();
+        if let (
+            Some(c),
+            Workload::Inference {
+                input_tokens,
+                output_tokens,
+                ..
+            },
+        ) = (&mut row.calibration, inputs.workload)
+        {
+            let gpus = chosen.tensor_parallel * chosen.lots_per_replica;
+            c.extrapolated = c.extrapolates(
+                chosen.tensor_parallel,
+                chosen.lots_per_replica,
+                chosen.batch,
+                input_tokens,
+                output_tokens,
+            );
+            if c.extrapolated {
+                row.notes.push(format!(
+                    "calibration extrapolated: measured at {}, applied at batch {} x ({input_tokens} + {output_tokens}) tokens{}",
+                    c.measured(),
+                    chosen.batch,
+                    if gpus > 1 {
+                        format!(" on {gpus} GPUs per replica")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        for s in std::iter::once(&chosen).chain(&setups) {
+            if let Some(note) = held_note(row.calibration.as_ref(), s) {
+                row.notes.push(note);
+            }
+        }
         let (units, tokens) = match inputs.workload {
             Workload::Inference {
                 requests,
@@ -453,6 +497,38 @@ pub fn decide(
         }
     }
     Ok(rows)
+}
+
+/// The row's note when a setup's expected figure was held at the ceiling somewhere (its
+/// batch, its last smaller batch, a finish on more lots): the phases, and why.
+fn held_note(c: Option<&super::calibration::Calibrated>, s: &Setup) -> Option<String> {
+    let mut held: Vec<Phase> = s.expected.held_at_ceiling.clone();
+    if let Some(f) = &s.finish {
+        held.extend(f.held_at_ceiling.iter().copied());
+    }
+    held.sort_unstable();
+    held.dedup();
+    if held.is_empty() {
+        return None;
+    }
+    let phases = held
+        .iter()
+        .map(Phase::to_string)
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let why = match c {
+        Some(c) => format!(
+            "the calibration's ratio ({} decode, {} prefill), measured at {}, would put the expected time below the datasheet bound",
+            c.decode_ratio,
+            c.prefill_ratio.map_or_else(|| "no".to_string(), |p| p.to_string()),
+            c.measured()
+        ),
+        None => "the efficiency factors would put the expected time below the datasheet bound (a gap in the time model: please report it)".to_string(),
+    };
+    Some(format!(
+        "expected {phases} held at the ceiling ({}, batch {}): {why}",
+        s.using, s.batch
+    ))
 }
 
 /// The format the GPU runs the products in; a note when it is not the model's own.
@@ -742,21 +818,47 @@ fn inference_steps(
     (prefill, decode)
 }
 
-/// The expected prefill and decode seconds scaled by the GPU's `--calibration` ratios
-/// (the ceiling and uncalibrated GPUs unchanged).
-fn calibrated(
+/// The expected prefill and decode seconds of one batch on one replica (t GPUs, p lots),
+/// scaled by the GPU's `--calibration` ratios, each phase held at the ceiling of the same
+/// setup and batch when the scaled figure would beat it (a ratio measured at one workload
+/// applied at another; `docs/PLANNING.md`, "Your measurements"), and the phases held. The
+/// ceiling itself, and the expected figures without a calibration, pass through the same
+/// bound: no expected figure is below the datasheet peaks at 100 %.
+#[allow(clippy::too_many_arguments)]
+fn bounded_steps(
     inputs: &Inputs,
     gpu: &GpuPerf,
-    basis: Basis,
-    (prefill, decode): (Decimal, Decimal),
-) -> (Decimal, Decimal) {
-    match inputs.calibration.iter().find(|c| c.gpu == gpu.gpu) {
-        Some(c) if basis == Basis::Expected => (
+    format: Format,
+    r: &Rates,
+    t: u64,
+    p: u64,
+    batch: u64,
+    input: u64,
+    output: u64,
+) -> ((Decimal, Decimal), Vec<Phase>) {
+    let (prefill, decode) = inference_steps(inputs, r, t, p, batch, input, output);
+    if r.basis == Basis::Ceiling {
+        return ((prefill, decode), Vec::new());
+    }
+    let (prefill, decode) = match inputs.calibration.iter().find(|c| c.gpu == gpu.gpu) {
+        Some(c) => (
             prefill * c.prefill_ratio.unwrap_or(Decimal::ONE),
             decode * c.decode_ratio,
         ),
-        _ => (prefill, decode),
+        None => (prefill, decode),
+    };
+    let Some(top) = roofline::rates(gpu, format, Basis::Ceiling, inputs.profile) else {
+        return ((prefill, decode), Vec::new());
+    };
+    let (floor_prefill, floor_decode) = inference_steps(inputs, &top, t, p, batch, input, output);
+    let mut held = Vec::new();
+    if prefill < floor_prefill {
+        held.push(Phase::Prefill);
     }
+    if decode < floor_decode {
+        held.push(Phase::Decode);
+    }
+    ((prefill.max(floor_prefill), decode.max(floor_decode)), held)
 }
 
 /// The uncalibrated expected seconds of one prefill of `batch` sequences of `input` tokens
@@ -908,11 +1010,16 @@ fn speed(
             input_tokens,
             output_tokens,
         } => {
-            let (prefill, decode) = calibrated(
+            let ((prefill, decode), mut held) = bounded_steps(
                 inputs,
                 gpu,
-                basis,
-                inference_steps(inputs, &r, t, p, batch, input_tokens, output_tokens),
+                format,
+                &r,
+                t,
+                p,
+                batch,
+                input_tokens,
+                output_tokens,
             );
             let batch_s = prefill + Decimal::from(output_tokens - 1) * decode;
             let replicas_total = if p == 1 {
@@ -932,17 +1039,25 @@ fn speed(
                     let tail = if rest == 0 {
                         zero
                     } else {
-                        let (p2, d2) = calibrated(
+                        let ((p2, d2), tail_held) = bounded_steps(
                             inputs,
                             gpu,
-                            basis,
-                            inference_steps(inputs, &r, t, p, rest, input_tokens, output_tokens),
+                            format,
+                            &r,
+                            t,
+                            p,
+                            rest,
+                            input_tokens,
+                            output_tokens,
                         );
+                        held.extend(tail_held);
                         p2 + Decimal::from(output_tokens - 1) * d2
                     };
                     Decimal::from(full) * batch_s + tail
                 }
             };
+            held.sort_unstable();
+            held.dedup();
             let rate = Decimal::from(requests) * Decimal::from(output_tokens) / seconds;
             Some(Speed {
                 basis,
@@ -954,6 +1069,7 @@ fn speed(
                 workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
                 seconds: round(seconds, 6),
+                held_at_ceiling: held,
             })
         }
         Workload::Training {
@@ -979,6 +1095,10 @@ fn speed(
                 workload_tokens_per_s: round(rate, 1),
                 hours: round(seconds / Decimal::from(HOUR), 2),
                 seconds: round(seconds, 6),
+                // Training is never calibrated; its expected step is the ceiling's FLOPs at
+                // the stated MFU (at most 1) and its bytes at the efficiency factors (at most
+                // 1), plus latencies the ceiling leaves out: never below it.
+                held_at_ceiling: Vec::new(),
             })
         }
     }
@@ -1077,7 +1197,7 @@ fn finish(
         l,
     )?
     .hours;
-    let seconds = speed(
+    let expected = speed(
         inputs,
         gpu,
         format,
@@ -1087,8 +1207,8 @@ fn finish(
         s.lots_per_replica,
         s.batch,
         l,
-    )?
-    .seconds;
+    )?;
+    let seconds = expected.seconds;
     Some(Finish {
         basis: Basis::Expected,
         profile: inputs.profile,
@@ -1097,6 +1217,7 @@ fn finish(
         hours,
         ceiling_hours,
         seconds,
+        held_at_ceiling: expected.held_at_ceiling,
         cost_cents: cents,
         cost_usd: Decimal::new(cents, 2),
         how,

@@ -230,6 +230,35 @@ pub fn elementwise_bytes_per_token(
 mod tests {
     use super::*;
 
+    /// Every factor the expected figure divides a peak by is a fraction of it, in (0, 1], and
+    /// every fixed cost is non-negative: per operator the expected figure's rates never pass
+    /// the ceiling's (the step-level bound is `timing::ceiling_bound`'s grid).
+    #[test]
+    fn every_engine_factor_is_a_fraction_of_the_peak_and_every_fixed_cost_positive() {
+        let fraction = |x: Decimal| x > Decimal::ZERO && x <= Decimal::ONE;
+        for f in [
+            GROUPED_BANDWIDTH,
+            GROUPED_COMPUTE,
+            REPEAT_COPY_BANDWIDTH,
+            ROLL_COPY_BANDWIDTH,
+            ELEMENTWISE_BANDWIDTH,
+            MASKED_PREFILL_ATTENTION,
+        ] {
+            assert!(fraction(f), "{f}");
+        }
+        for (_, f) in PREFILL_ATTENTION {
+            assert!(fraction(f), "{f}");
+        }
+        for tokens in [1, 512, 3000, 16384, 1 << 20] {
+            assert!(fraction(prefill_attention_efficiency(tokens)), "{tokens}");
+        }
+        let mfu: Decimal = crate::timing::decision::TRAINING_MFU.parse().unwrap();
+        assert!(fraction(mfu));
+        for c in [PRODUCT_FIXED_S, GROUPED_FIXED_S, DECODE_ATTENTION_FIXED_S] {
+            assert!(c >= Decimal::ZERO);
+        }
+    }
+
     #[test]
     fn prefill_attention_efficiency_interpolates_the_calibration() {
         assert_eq!(prefill_attention_efficiency(128), dec(1467, 4));

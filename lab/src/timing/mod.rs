@@ -27,6 +27,9 @@ pub mod workload;
 #[cfg(test)]
 mod validation;
 
+#[cfg(test)]
+mod ceiling_bound;
+
 use crate::catalog::Catalog;
 pub use crate::plan::family::Architecture;
 use crate::plan::gpu_memory::GpuMemory;
@@ -107,7 +110,8 @@ pub fn estimate(
 /// # Errors
 /// As [`estimate`]; as [`calibration::read`]; [`Error::Usage`] for a training workload, a
 /// document of another element type than the plan's products, a GPU without performance
-/// data.
+/// data, a document whose measured decode step or prefill is faster than the ceiling of its
+/// own workload on its GPU (no engine beats the datasheet peaks: it measures something else).
 pub fn estimate_calibrated(
     ask: &Ask,
     catalog: &Catalog,
@@ -360,8 +364,9 @@ fn calibrate(
     perf: &[GpuPerf],
     measured: &[calibration::Measured],
 ) -> Result<Vec<calibration::Calibrated>> {
-    /// One GPU model's documents and ratios: files, decode ratios, prefill ratios.
-    type Group = (Vec<String>, Vec<Decimal>, Vec<Decimal>);
+    /// One GPU model's documents and ratios: files, decode ratios, prefill ratios, and the
+    /// measured (batch, input, output) workloads.
+    type Group = (Vec<String>, Vec<Decimal>, Vec<Decimal>, Vec<[u64; 3]>);
     let mut per_gpu: Vec<(String, Group)> = Vec::new();
     for m in measured {
         let refuse = |why: String| Error::usage(format!("--calibration {}: {why}", m.file));
@@ -390,6 +395,38 @@ fn calibrate(
         let (prefill, decode) =
             decision::expected_steps(inputs, gpu, m.batch, m.input_tokens, m.output_tokens)
                 .ok_or_else(|| refuse(format!("GPU {} has no rate for the format", m.gpu)))?;
+        // A measurement faster than the ceiling of its own workload (datasheet peaks at
+        // 100 %, the least bytes and FLOPs of the model) is not one of this model on this
+        // GPU: the plausible ratios start at ceiling / expected, and have no upper end (a
+        // slower engine breaks no bound).
+        let (top_prefill, top_decode) = decision::one_gpu_steps(
+            inputs,
+            gpu,
+            roofline::Basis::Ceiling,
+            m.batch,
+            m.input_tokens,
+            m.output_tokens,
+        )
+        .ok_or_else(|| refuse(format!("GPU {} has no rate for the format", m.gpu)))?;
+        let beats = |phase: &str, measured: Decimal, top: Decimal, expected: Decimal| {
+            refuse(format!(
+                "measures a {phase} of {} s at batch {} x ({} + {}) tokens, faster than the ceiling of {} s for that workload on one {} (datasheet peaks at 100 %, the least bytes and FLOPs the model needs): no engine beats it, so this is not a measurement of this model on this GPU (another GPU or model, or a broken timing); a plausible {phase} ratio there is {} or more, this one is {}",
+                decision::round(measured, 6),
+                m.batch,
+                m.input_tokens,
+                m.output_tokens,
+                decision::round(top, 6),
+                m.gpu,
+                calibration::ratio(top, expected).unwrap_or_default(),
+                calibration::ratio(measured, expected).unwrap_or_default(),
+            ))
+        };
+        if m.decode_s < top_decode {
+            return Err(beats("decode step", m.decode_s, top_decode, decode));
+        }
+        if let Some(p) = m.prefill_s.filter(|p| *p < top_prefill) {
+            return Err(beats("prefill", p, top_prefill, prefill));
+        }
         let decode_ratio = calibration::ratio(m.decode_s, decode)
             .ok_or_else(|| refuse("the expected decode time is zero".into()))?;
         let prefill_ratio = m.prefill_s.and_then(|p| calibration::ratio(p, prefill));
@@ -404,10 +441,15 @@ fn calibrate(
         g.0.push(m.file.clone());
         g.1.push(decode_ratio);
         g.2.extend(prefill_ratio);
+        g.3.push([m.batch, m.input_tokens, m.output_tokens]);
     }
     Ok(per_gpu
         .into_iter()
-        .map(|(gpu, (files, mut decode, mut prefill))| {
+        .map(|(gpu, (files, mut decode, mut prefill, workloads))| {
+            let range = |i: usize| {
+                let v = workloads.iter().map(|w| w[i]);
+                [v.clone().min().unwrap_or(0), v.max().unwrap_or(0)]
+            };
             let d = calibration::median_of(&mut decode).unwrap_or(Decimal::ONE);
             let d = decision::round(d, 4);
             let p = calibration::median_of(&mut prefill).map(|p| decision::round(p, 4));
@@ -417,6 +459,10 @@ fn calibrate(
                 files,
                 decode_ratio: d,
                 prefill_ratio: p,
+                measured_batch: range(0),
+                measured_input_tokens: range(1),
+                measured_output_tokens: range(2),
+                extrapolated: false,
             }
         })
         .collect())

@@ -301,7 +301,6 @@ fn runtime_device_names_find_their_catalog_gpu_and_other_boards_are_refused() {
         ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
         ("NVIDIA H100 80GB HBM3", "h100"),
         ("NVIDIA RTX 6000 Ada Generation", "rtx6000ada"),
-        ("Tesla T4", "t4"),
     ] {
         let doc = edited(dir.path(), &format!("{gpu}.json"), |v| {
             v["environment"]["device_name"] = Value::from(name);
@@ -322,6 +321,19 @@ fn runtime_device_names_find_their_catalog_gpu_and_other_boards_are_refused() {
             "{name}: {v}"
         );
     }
+    // "Tesla T4" is the T4: the H200's 23.2 ms step, relabelled, is faster than the T4's
+    // ceiling for that workload (16 GB at 320 GB/s), so it is refused as no T4 measurement.
+    let doc = edited(dir.path(), "t4.json", |v| {
+        v["environment"]["device_name"] = Value::from("Tesla T4");
+    });
+    let d = doc.display().to_string();
+    let mut args = plan_args(&m, "1", &["--batch", "1", "--calibration", &d]);
+    args[10] = "t4";
+    let line = usage_error(
+        &args,
+        "faster than the ceiling of 0.047018 s for that workload on one t4",
+    );
+    assert!(line.contains("t4.json"), "{line}");
     // A look-alike (Cyrillic Н) is no H200 and is shown escaped, never as the name it imitates.
     let doc = edited(dir.path(), "cyrillic.json", |v| {
         v["environment"]["device_name"] = Value::from("NVIDIA \u{41d}200");
@@ -363,4 +375,117 @@ fn the_documents_end_at_the_next_flag_and_an_unreadable_one_is_exit_1() {
     let missing = dir.path().join("missing.json").display().to_string();
     crate::support::Lab::new(&plan_args(&m, "1", &["--calibration", &missing]))
         .refused(1, "missing.json: cannot be read");
+}
+
+/// The finding of outside testing: run5/call3's Llama document (lab's worker at batch 1,
+/// eager decode ratio 0.1235, prefill 0.2559) applied at batch 1000 printed an expected TTFT
+/// below the ceiling. The document is plausible at its own workload (its 4.7 ms step is above
+/// the 3.3 ms ceiling there), so it is accepted; at batch 1000 the rows say the ratio is
+/// extrapolated, and the prefill it would push below the datasheet bound is held at the
+/// ceiling, by name, in the text and in `--json`.
+#[test]
+fn the_0_1235_document_at_batch_1000_is_held_at_the_ceiling_and_labelled_extrapolated() {
+    let m = llama();
+    let doc = path("examples/h200/measure-model/run5/call3/lab-llama-b1.json");
+    let v = json(&plan_args(
+        &m,
+        "1000",
+        &["--batch", "1000", "--json", "--calibration", &doc],
+    ));
+    let row = h200_row(&v);
+    let c = &row["calibration"];
+    assert_eq!(c["decode_ratio"], "0.1235");
+    assert_eq!(c["prefill_ratio"], "0.2559");
+    assert_eq!(c["measured_batch"], serde_json::json!([1, 1]));
+    assert_eq!(c["measured_input_tokens"], serde_json::json!([128, 128]));
+    assert_eq!(c["measured_output_tokens"], serde_json::json!([128, 128]));
+    assert_eq!(c["extrapolated"], true);
+    let s = &row["setup"];
+    let (e, top) = (&s["expected"], &s["ceiling"]);
+    assert_eq!(s["batch"], 1000);
+    assert_eq!(s["ceiling_batch"], 1000);
+    assert_eq!(e["held_at_ceiling"], serde_json::json!(["prefill"]));
+    assert_eq!(top["held_at_ceiling"], serde_json::json!([]));
+    assert_eq!(
+        row["finish"]["held_at_ceiling"],
+        serde_json::json!(["prefill"])
+    );
+    // Held: the expected prefill is the ceiling's, never below it; decode stays scaled.
+    assert_eq!(e["ttft_s"], top["ttft_s"]);
+    assert!(dec(&e["tpot_s"]) >= dec(&top["tpot_s"]), "{s}");
+    assert!(dec(&e["prefill_tokens_per_s"]) <= dec(&top["prefill_tokens_per_s"]));
+    assert!(dec(&e["seconds"]) >= dec(&top["seconds"]));
+    assert!(dec(&row["finish"]["hours"]) >= dec(&row["finish"]["ceiling_hours"]));
+    let notes: Vec<&str> = row["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let extrapolated = "calibration extrapolated: measured at batch 1 x (128 + 128) tokens on one GPU, applied at batch 1000 x (128 + 128) tokens";
+    let held = "expected prefill held at the ceiling (1 replica, batch 1000): the calibration's ratio (0.1235 decode, 0.2559 prefill), measured at batch 1 x (128 + 128) tokens on one GPU, would put the expected time below the datasheet bound";
+    assert!(notes.contains(&extrapolated), "{notes:?}");
+    assert!(notes.contains(&held), "{notes:?}");
+    let out = lab()
+        .args(plan_args(
+            &m,
+            "1000",
+            &["--batch", "1000", "--calibration", &doc],
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("  h200: {extrapolated}")), "{text}");
+    assert!(text.contains(&format!("  h200: {held}")), "{text}");
+    // At its own workload nothing is extrapolated or held: the measured times come back.
+    let own = json(&plan_args(
+        &m,
+        "1",
+        &["--batch", "1", "--json", "--calibration", &doc],
+    ));
+    let row = h200_row(&own);
+    assert_eq!(row["calibration"]["extrapolated"], false);
+    assert_eq!(
+        row["setup"]["expected"]["held_at_ceiling"],
+        serde_json::json!([])
+    );
+    assert!(row["notes"].as_array().unwrap().iter().all(|n| !n
+        .as_str()
+        .unwrap()
+        .contains("held at the ceiling")
+        && !n.as_str().unwrap().contains("extrapolated")));
+}
+
+/// A document whose own measurement beats the ceiling of its own workload (datasheet peaks
+/// at 100 %) measures no engine of this model on this GPU: refused by name, for either phase,
+/// with the plausible band (ceiling / expected and above) stated.
+#[test]
+fn a_measurement_faster_than_its_own_ceiling_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = llama();
+    let faster = |phase: &'static str| {
+        move |v: &mut Value| {
+            for p in v["phases"].as_array_mut().unwrap() {
+                if p["phase"] == phase {
+                    for k in ["wall_seconds", "gpu_seconds"] {
+                        let x = p[k].as_f64().unwrap();
+                        p[k] = Value::from(x / 10.0);
+                    }
+                }
+            }
+        }
+    };
+    let decode = edited(dir.path(), "too-fast-decode.json", faster("decode"));
+    let prefill = edited(dir.path(), "too-fast-prefill.json", faster("warm_prefill"));
+    for (doc, needle) in [
+        (&decode, "measures a decode step of 0.002321 s at batch 1 x (128 + 128) tokens, faster than the ceiling of "),
+        (&prefill, "measures a prefill of 0.002272 s at batch 1 x (128 + 128) tokens, faster than the ceiling of "),
+    ] {
+        let d = doc.display().to_string();
+        let line = usage_error(&plan_args(&m, "10", &["--calibration", &d]), needle);
+        assert!(line.contains(&d), "{line}");
+        assert!(line.contains("on one h200"), "{line}");
+        assert!(line.contains("or more, this one is"), "{line}");
+    }
 }
